@@ -1,0 +1,62 @@
+"""The decision API contract as data and pure functions: no I/O.
+
+Limits, answer shapes and the confidence formulas of docs/decision-api (jevcompat's spec). The
+server computes its answers with these functions and the tests check the server's answers with them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+QUESTION_TYPES = ("noul", "choice", "score")
+MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
+MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
+MAX_BODY_BYTES = 6 * 1024 * 1024  # SageMaker real-time payload limit
+DEFAULT_MODEL_ALIAS = "jev-latest"
+SUM_TOLERANCE = 1e-6
+
+
+def choice_confidence(probs: Sequence[float]) -> float:
+    """(m - 1/n) / (1 - 1/n), m the top probability of n options."""
+    n = len(probs)
+    if n <= 1:
+        return 1.0
+    return clamp01((max(probs) - 1 / n) / (1 - 1 / n))
+
+
+def uniform_spread(n: int) -> float:
+    """D = (1/n) sum_i |i - (n-1)/2|: the mean distance from the centre of a uniform distribution."""
+    return sum(abs(i - (n - 1) / 2) for i in range(n)) / n
+
+
+def score_mode(probs: Sequence[float]) -> int:
+    return max(range(len(probs)), key=lambda i: probs[i])
+
+
+def score_confidence(probs: Sequence[float]) -> float:
+    """max(0, 1 - sum_i p_i |i - k| / D) with k the mode."""
+    n = len(probs)
+    if n <= 1:
+        return 1.0
+    k = score_mode(probs)
+    spread = sum(p * abs(i - k) for i, p in enumerate(probs))
+    return clamp01(1 - spread / uniform_spread(n))
+
+
+def score_expectation(probs: Sequence[float]) -> float:
+    return sum(i * p for i, p in enumerate(probs))
+
+
+def margin(probs: Sequence[float]) -> float:
+    """Top probability minus the runner-up: the number applications route narrow calls on."""
+    top = sorted(probs, reverse=True)
+    return top[0] - (top[1] if len(top) > 1 else 0.0)
+
+
+def clamp01(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
+def is_distribution(probs: Sequence[float], tol: float = SUM_TOLERANCE) -> bool:
+    return all(math.isfinite(p) and 0.0 <= p <= 1.0 for p in probs) and abs(sum(probs) - 1.0) <= tol

@@ -1,0 +1,86 @@
+"""The model manifest: `manifest.json` beside the GGUF, written by packaging, verified at start-up.
+
+One schema shared by the packaging tool (`decisionctl package-model`), the calibration fitter
+(`decisionctl evaluate --fit-calibration`) and the adapter, so there is one definition of what a
+model artifact promises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA = "decision-model-manifest/1"
+MANIFEST_NAME = "manifest.json"
+QUESTION_TYPES = ("noul", "choice", "score")
+_CHUNK = 8 * 1024 * 1024
+
+
+class Calibration(BaseModel):
+    """Per-type temperature: probabilities are softmax(score / T). Identity (T = 1) when absent."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Literal["temperature"] = "temperature"
+    temperature: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
+    fitted_on: dict[str, Any] = Field(default_factory=dict, description="Provenance: data set, sizes, ECE before/after.")
+
+    @field_validator("temperature")
+    @classmethod
+    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
+        for qtype, t in v.items():
+            if not (t > 0 and t < 1e6):
+                raise ValueError(f"temperature for {qtype} must be a positive finite number, got {t}")
+        return v
+
+    def for_type(self, qtype: str) -> float:
+        return float(self.temperature.get(qtype, 1.0))  # type: ignore[call-overload]
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    schema_: str = Field(SCHEMA, alias="schema")
+    model_file: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size_bytes: int = Field(ge=0)
+    source: str = ""
+    license: str = ""
+    calibration: Calibration | None = None
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ChecksumMismatch(Exception):
+    def __init__(self, path: Path, expected: str, actual: str) -> None:
+        super().__init__(f"checksum mismatch for {path}: expected sha256 {expected}, got {actual}")
+        self.path, self.expected, self.actual = path, expected, actual
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_manifest(path: Path) -> Manifest:
+    return Manifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
+
+
+def write_manifest(manifest: Manifest, path: Path) -> None:
+    path.write_text(json.dumps(manifest.dump(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def verify(gguf: Path, manifest: Manifest) -> str:
+    """The file's sha256 if it matches the manifest; ChecksumMismatch otherwise."""
+    actual = sha256_file(gguf)
+    if actual != manifest.sha256:
+        raise ChecksumMismatch(gguf, manifest.sha256, actual)
+    return actual
