@@ -1,0 +1,70 @@
+"""Run identity: what produced a decision (model file, runtime build, image, hardware, prompt
+template, calibration). Computed once at start; every response and log line carries it."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from .prompt import TEMPLATE_VERSION
+
+
+def _package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpus() -> list[dict[str, str]]:
+    """GPU names and memory from nvidia-smi where present (the container cannot be told its instance type)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = [line.split(",") for line in out.strip().splitlines() if line.strip()]
+    return [{"name": r[0].strip(), "memory": r[1].strip() if len(r) > 1 else ""} for r in rows]
+
+
+def hardware(threads: int | None) -> dict[str, Any]:
+    return {"cpu": cpu_model(), "logical_cpus": os.cpu_count() or 0, "threads": threads or 0,
+            "machine": platform.machine(), "gpus": gpus()}
+
+
+def build_identity(*, model_file: str, model_sha256: str, model_name: str, image_digest: str,
+                   llama_cpp_build: str, instance_types: str, threads: int | None, gpu_layers: int,
+                   calibration: dict[str, Any], order_debias: bool, template_source: str) -> dict[str, Any]:
+    return {
+        "model_file": model_file,
+        "model_sha256": model_sha256,
+        "model_name": model_name,
+        "llama_cpp_python": _package_version("llama-cpp-python"),
+        "llama_cpp_build": llama_cpp_build or "bundled-with-llama-cpp-python",
+        "adapter": _package_version("gguf-decision-endpoints"),
+        "image_digest": image_digest or "unset",
+        "instance_types": instance_types or "unset",
+        "hardware": hardware(threads),
+        "n_gpu_layers": gpu_layers,
+        "prompt_template": f"{TEMPLATE_VERSION}/{template_source}",
+        "order_debias": order_debias,
+        "calibration": calibration,
+    }

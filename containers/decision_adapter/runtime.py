@@ -1,0 +1,145 @@
+"""The llama.cpp context: tokenization, evaluation in reusable units, final-position logits, and
+state snapshots.
+
+Evaluation is canonical: a prompt is a list of units (header, state, question suffix, chain
+letter) and each unit is always decoded by its own `eval` call, whatever is already in the KV
+cache. Reuse happens only at unit boundaries, so an answer computed from a reused or restored
+state is the same computation as one from scratch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+log = logging.getLogger("decision_adapter.runtime")
+
+Unit = tuple[int, ...]
+
+
+class RuntimeFailure(RuntimeError):
+    """llama.cpp failed on a well-formed request (a server fault, not the caller's)."""
+
+
+class LlamaRuntime:
+    def __init__(self, llm: Any) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self.llm = llm
+        self.n_ctx: int = int(llm.n_ctx())
+        self.n_vocab: int = int(llm.n_vocab())
+        self._units: list[Unit] = []
+        self._partial_rewind = True  # turned off on the first model whose memory refuses partial removal
+
+    # -- tokens
+    def tokenize(self, text: str, *, add_bos: bool = False) -> Unit:
+        return tuple(self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+
+    def label_tokens(self, tail: str, sep: str, letters: Sequence[str]) -> list[int]:
+        """The token a model emits for each label right after `tail`: the difference between the
+        tokenization of tail+sep+letter and of tail. Each must be exactly one token."""
+        base = self.tokenize(tail)
+        out = []
+        for letter in letters:
+            toks = self.tokenize(tail + sep + letter)
+            if toks[: len(base)] != base or len(toks) != len(base) + 1:
+                raise RuntimeFailure(f"label {letter!r} is not a single token after the prompt for this model")
+            out.append(toks[-1])
+        return out
+
+    # -- evaluation
+    @property
+    def units(self) -> list[Unit]:
+        return list(self._units)
+
+    def eval_units(self, units: Sequence[Unit]) -> npt.NDArray[np.float32]:
+        """Make the KV cache hold exactly `units` and return the logits after the last token.
+        The last unit is always decoded (its logits are needed), earlier ones only if absent."""
+        keep = 0
+        while keep < len(units) - 1 and keep < len(self._units) and self._units[keep] == units[keep]:
+            keep += 1
+        self.rewind(keep)
+        for unit in units[keep:]:
+            self._decode(unit)
+        return self.last_logits()
+
+    def rewind(self, n_units: int) -> None:
+        """Drop units after the first n_units from the KV cache."""
+        if n_units >= len(self._units):
+            return
+        pos = sum(len(u) for u in self._units[:n_units])
+        if n_units == 0:
+            self._clear()
+            return
+        if self._partial_rewind and self._lib.llama_memory_seq_rm(self._memory(), -1, pos, -1):
+            self.llm.n_tokens = pos
+            del self._units[n_units:]
+            return
+        if self._partial_rewind:
+            self._partial_rewind = False
+            log.warning('{"event": "kv_partial_removal_unsupported", "fallback": "full state snapshots"}')
+        raise NeedsRestore(n_units)
+
+    def _decode(self, unit: Unit) -> None:
+        if self.llm.n_tokens + len(unit) > self.n_ctx:
+            raise RuntimeFailure(f"context overflow: {self.llm.n_tokens} + {len(unit)} > {self.n_ctx}")
+        try:
+            self.llm.eval(list(unit))
+        except Exception as e:  # llama_decode failures surface as RuntimeError from the bindings
+            self._clear()
+            raise RuntimeFailure(f"llama_decode failed: {e}") from e
+        self._units.append(unit)
+
+    def last_logits(self) -> npt.NDArray[np.float32]:
+        ptr = self._lib.llama_get_logits_ith(self.llm._ctx.ctx, -1)
+        if not ptr:
+            raise RuntimeFailure("no logits for the last position")
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+
+    def _memory(self) -> Any:
+        return self._lib.llama_get_memory(self.llm._ctx.ctx)
+
+    def _clear(self) -> None:
+        self._lib.llama_memory_clear(self._memory(), True)
+        self.llm.n_tokens = 0
+        self._units.clear()
+
+    def forget(self) -> None:
+        """Another user of the context (chat completion) changed the KV cache behind our back."""
+        self._clear()
+
+    # -- snapshots (sequence 0 only: a few MB per thousand tokens on a small model)
+    def snapshot(self) -> bytes:
+        ctx = self.llm._ctx.ctx
+        size = self._lib.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = self._lib.llama_state_seq_get_data(ctx, buf, size, 0)
+        if written == 0:
+            raise RuntimeFailure("llama_state_seq_get_data wrote nothing")
+        return bytes(buf[:written])
+
+    def restore(self, units: Sequence[Unit], data: bytes) -> None:
+        self._clear()
+        ctx = self.llm._ctx.ctx
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if self._lib.llama_state_seq_set_data(ctx, buf, len(data), 0) == 0:
+            self._clear()
+            raise RuntimeFailure("llama_state_seq_set_data failed")
+        tokens = [t for u in units for t in u]
+        self.llm.input_ids[: len(tokens)] = tokens
+        self.llm.n_tokens = len(tokens)
+        self._units = list(units)
+
+
+class NeedsRestore(Exception):
+    """The model's memory cannot drop a suffix (recurrent/hybrid): restore a snapshot instead."""
+
+    def __init__(self, n_units: int) -> None:
+        super().__init__(f"restore to {n_units} units")
+        self.n_units = n_units

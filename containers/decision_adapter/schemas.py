@@ -1,0 +1,100 @@
+"""Request and response models of the decision API (decision-api.md), in one place.
+
+Validation failures become FastAPI's 422 `{"detail": [{"loc": ["body", ...], "msg", "type"}]}`,
+which is the contract's shape.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .contract import DEFAULT_MODEL_ALIAS, MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
+
+# Text the caller may send wherever the contract says "description": a string, an object or an array.
+Text = str | dict[str, Any] | list[Any]
+
+
+class NoulCriteria(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    true: Text | None = None
+    false: Text | None = None
+
+
+class NoulQuestion(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: Literal["noul"]
+    instructions: Text | None = None
+    criteria: NoulCriteria | None = None
+
+
+class ChoiceQuestion(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: Literal["choice"]
+    instructions: Text | None = None
+    criteria: Annotated[dict[str, Text | None], Field(min_length=MIN_CHOICE_OPTIONS, max_length=MAX_CHOICE_OPTIONS)]
+
+
+class ScoreQuestion(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: Literal["score"]
+    instructions: Text | None = None
+    criteria: Annotated[list[Text], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
+
+
+Question = Annotated[NoulQuestion | ChoiceQuestion | ScoreQuestion, Field(discriminator="type")]
+
+
+class DecisionRequest(BaseModel):
+    """Unknown top-level fields are ignored (the contract says so)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model: str = DEFAULT_MODEL_ALIAS
+    state: Text
+    questions: Annotated[dict[str, Question], Field(min_length=1)]
+
+    @field_validator("questions")
+    @classmethod
+    def _ids_non_empty(cls, v: dict[str, Question]) -> dict[str, Question]:
+        if any(qid == "" for qid in v):
+            raise ValueError("question ids must be non-empty strings")
+        return v
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[Any] | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    """The OpenAI chat-completions subset the stock DLC path serves on /invocations."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    max_tokens: int | None = Field(None, ge=1, le=8192)
+    max_completion_tokens: int | None = Field(None, ge=1, le=8192)
+    temperature: float = Field(0.0, ge=0.0, le=5.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: Literal[False] = False
+
+
+class ModelCard(BaseModel):
+    name: str
+    description: str
+    release_date: str
+
+
+class ModelList(BaseModel):
+    models: list[ModelCard]

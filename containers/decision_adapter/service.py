@@ -1,0 +1,169 @@
+"""The loaded model behind the routes: engines (one llama.cpp context each), admission control,
+identity, and the chat path.
+
+Capacity is a bounded permit count taken without waiting, as in text-generation-inference's
+router: `max_concurrency` contexts evaluate, `max_queue` requests may wait for one, and the next
+request is refused at once with 429 and Retry-After instead of queueing without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+
+from .engine import DecisionEngine, DecisionOutcome
+from .errors import Overloaded
+from .identity import build_identity
+from .manifest import Calibration
+from .model_files import ModelFile, find_gguf, verify_model
+from .prompt import build_template
+from .runtime import LlamaRuntime
+from .schemas import ChatCompletionRequest, DecisionRequest
+from .settings import AdapterSettings, RuntimeSettings
+from .state_cache import StateCache
+
+log = logging.getLogger("decision_adapter.service")
+T = TypeVar("T")
+DEFAULT_CACHE_CONTEXTS = 4  # default state-cache budget: this many full contexts' worth of KV
+
+
+@dataclass
+class Counters:
+    decisions: int = 0
+    chats: int = 0
+    rejected_overload: int = 0
+    errors: int = 0
+
+
+class Admission:
+    """Permits = contexts + queue slots, taken without waiting."""
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self.admitted = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self._lock:
+            if self.admitted >= self.limit:
+                raise Overloaded(f"the endpoint is at capacity ({self.limit} requests admitted); retry after "
+                                 f"{self.retry_after_s} s", retry_after=self.retry_after_s)
+            self.admitted += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self.admitted -= 1
+
+
+class ModelService:
+    def __init__(self, settings: AdapterSettings, runtime_settings: RuntimeSettings,
+                 engines: list[DecisionEngine], llms: list[Any], model: ModelFile, identity: dict[str, Any]) -> None:
+        self.settings = settings
+        self.runtime_settings = runtime_settings
+        self.engines = engines
+        self.llms = llms
+        self.model = model
+        self.identity = identity
+        self.model_name = identity["model_name"]
+        self.counters = Counters()
+        self.admission = Admission(len(engines) + settings.max_queue, settings.retry_after_s)
+        self._idle: asyncio.Queue[DecisionEngine] = asyncio.Queue()
+        for e in engines:
+            self._idle.put_nowait(e)
+
+    # -- loading
+    @classmethod
+    def load(cls, settings: AdapterSettings, runtime_settings: RuntimeSettings) -> ModelService:
+        """Verify the GGUF, load it into `max_concurrency` contexts, build the engines. Blocking."""
+        from llama_cpp import Llama
+
+        path = find_gguf(settings.model_dir, runtime_settings.model)
+        model = verify_model(path, settings.expected_model_sha256)
+        llms = [Llama(str(path), logits_all=False, verbose=False, **runtime_settings.llama_kwargs())
+                for _ in range(settings.max_concurrency)]
+        meta: dict[str, str] = dict(llms[0].metadata)
+        calibration = model.manifest.calibration if model.manifest and model.manifest.calibration else None
+        temperatures = {t: (calibration.for_type(t) if calibration else 1.0) for t in ("noul", "choice", "score")}
+        template = build_template(meta.get("tokenizer.chat_template"), bos_text=_token_text(llms[0], "bos"),
+                                  eos_text=_token_text(llms[0], "eos"),
+                                  add_bos=meta.get("tokenizer.ggml.add_bos_token", "true") != "false")
+        budget = cls._cache_budget(settings, llms[0])
+        engines = [DecisionEngine(LlamaRuntime(llm), template, model_sha256=model.sha256, temperatures=temperatures,
+                                  order_debias=settings.order_debias, cache=StateCache(budget)) for llm in llms]
+        identity = build_identity(
+            model_file=path.name, model_sha256=model.sha256,
+            model_name=settings.model_name or meta.get("general.name") or path.stem,
+            image_digest=settings.image_digest, llama_cpp_build=settings.llama_cpp_build,
+            instance_types=settings.instance_types, threads=runtime_settings.n_threads,
+            gpu_layers=runtime_settings.n_gpu_layers, order_debias=settings.order_debias,
+            calibration={"source": "manifest" if calibration else "identity", "temperature": temperatures},
+            template_source=template.source,
+        )
+        return cls(settings, runtime_settings, engines, llms, model, identity)
+
+    @staticmethod
+    def _cache_budget(settings: AdapterSettings, llm: Any) -> int:
+        if settings.state_cache_mb is not None:
+            return settings.state_cache_mb * 1024 * 1024
+        meta = llm.metadata
+        arch = meta.get("general.architecture", "llama")
+        layers = int(meta.get(f"{arch}.block_count", 32))
+        kv_heads = int(meta.get(f"{arch}.attention.head_count_kv", meta.get(f"{arch}.attention.head_count", 8)))
+        heads = int(meta.get(f"{arch}.attention.head_count", kv_heads))
+        head_dim = int(meta.get(f"{arch}.embedding_length", 4096)) // max(1, heads)
+        per_token = 2 * layers * kv_heads * head_dim * 2  # K and V, f16
+        return DEFAULT_CACHE_CONTEXTS * per_token * int(llm.n_ctx())
+
+    # -- work
+    async def run(self, fn: Callable[[DecisionEngine], T]) -> T:
+        """Admit (or refuse with 429 at once), wait for an idle context, run `fn` off the event loop."""
+        self.admission.enter()
+        try:
+            engine = await self._idle.get()
+            try:
+                return await anyio.to_thread.run_sync(fn, engine)
+            finally:
+                self._idle.put_nowait(engine)
+        finally:
+            self.admission.leave()
+
+    def decide(self, request: DecisionRequest) -> Awaitable[DecisionOutcome]:
+        return self.run(lambda engine: engine.decide(request))
+
+    def chat(self, request: ChatCompletionRequest) -> Awaitable[dict[str, Any]]:
+        def complete(engine: DecisionEngine) -> dict[str, Any]:
+            try:
+                result: dict[str, Any] = engine.rt.llm.create_chat_completion(
+                    messages=[m.model_dump(exclude_none=True) for m in request.messages],
+                    max_tokens=request.max_completion_tokens or request.max_tokens or 256,
+                    temperature=request.temperature, top_p=request.top_p, stop=request.stop, seed=request.seed)
+            finally:
+                engine.rt.forget()  # generation moved the KV cache; the engine must not trust its units
+            return result
+        return self.run(complete)
+
+    def metrics(self) -> dict[str, Any]:
+        caches = [e.counters() for e in self.engines]
+        totals = {k: sum(c[k] for c in caches) for k in caches[0]} if caches else {}
+        return {"decisions": self.counters.decisions, "chats": self.counters.chats,
+                "rejected_overload": self.counters.rejected_overload, "errors": self.counters.errors,
+                "admitted_now": self.admission.admitted, "admission_limit": self.admission.limit,
+                "state_cache": totals}
+
+    def close(self) -> None:
+        for llm in self.llms:
+            llm.close()
+
+
+def _token_text(llm: Any, which: str) -> str:
+    tid = llm.token_bos() if which == "bos" else llm.token_eos()
+    if tid < 0:
+        return ""
+    return str(llm.detokenize([tid], special=True).decode("utf-8", errors="ignore"))

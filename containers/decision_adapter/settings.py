@@ -1,0 +1,148 @@
+"""Settings, read once at start and passed explicitly: nothing deeper reads the environment.
+
+Two sources, as on the stock llama.cpp SageMaker container:
+- `DECISION_*` variables configure the adapter (limits, identity, logging);
+- `SM_LLAMA_CPP_*` variables configure the runtime with the names operators already use on the
+  stock DLC (`SM_LLAMA_CPP_CTX_SIZE=4096` is the server's `--ctx-size 4096`). Unknown ones are
+  reported and ignored; invalid values stop start-up with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SM_PREFIX = "SM_LLAMA_CPP_"
+
+
+class SettingsError(ValueError):
+    """A setting is invalid; the message names the variable."""
+
+
+class AdapterSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DECISION_", frozen=True, extra="ignore")
+
+    model_dir: Path = Field(Path("/opt/ml/model"), description="Where SageMaker unpacks model.tar.gz; searched two levels deep.")
+    host: str = Field("0.0.0.0", description="Bind address.")  # noqa: S104 - SageMaker reaches the container on its own interface
+    port: int = Field(
+        8080, ge=1, le=65535, validation_alias=AliasChoices("SAGEMAKER_BIND_TO_PORT", "DECISION_PORT"),
+        description="Listening port; SageMaker's SAGEMAKER_BIND_TO_PORT wins.",
+    )
+    max_concurrency: int = Field(1, ge=1, le=16, description="Model contexts evaluating at once (each holds its own KV cache).")
+    max_queue: int = Field(16, ge=0, le=10_000, description="Requests that may wait for a context; past it, 429 at once.")
+    retry_after_s: int = Field(1, ge=0, le=60, description="Retry-After seconds sent with 429.")
+    max_body_bytes: int = Field(6 * 1024 * 1024, ge=1024, description="Larger bodies get 413 (SageMaker's own limit is 6 MB).")
+    api_key: SecretStr | None = Field(None, description="If set, require Authorization: Bearer <key> (for runs outside SageMaker).")
+    order_debias: bool = Field(True, description="Score each question under the given and the reversed option order.")
+    log_text: bool = Field(False, description="Log raw state and instruction text. Off: decision inputs can hold customer data.")
+    state_cache_mb: int | None = Field(None, ge=0, description="Memory for cached state prefixes; default derived from the model.")
+    image_digest: str = Field("", description="The image digest, set by the stack, reported in run identity.")
+    expected_model_sha256: str = Field("", description="If set, the GGUF must have this sha256 (in addition to its manifest).")
+    instance_types: str = Field("", description="Instance types the variant may run on, set by the stack, for run identity.")
+    llama_cpp_build: str = Field("", description="llama.cpp build of the image's library, set by the Dockerfile.")
+    model_name: str = Field("", description="Name served in /v1/models and responses; default the GGUF's general.name.")
+    drain_timeout_s: int = Field(25, ge=0, le=300, description="On SIGTERM, how long in-flight requests may finish.")
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """llama.cpp runtime parameters from SM_LLAMA_CPP_* (names as on the stock container)."""
+
+    model: str | None = None
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    n_threads_batch: int | None = None
+    n_batch: int = 512
+    n_ubatch: int = 512
+    n_gpu_layers: int = 0
+    main_gpu: int = 0
+    flash_attn: bool = False
+    use_mlock: bool = False
+    use_mmap: bool = True
+    ignored: tuple[str, ...] = field(default=())
+
+    def llama_kwargs(self) -> dict[str, Any]:
+        return {
+            "n_ctx": self.n_ctx, "n_threads": self.n_threads, "n_threads_batch": self.n_threads_batch,
+            "n_batch": self.n_batch, "n_ubatch": self.n_ubatch, "n_gpu_layers": self.n_gpu_layers,
+            "main_gpu": self.main_gpu, "flash_attn": self.flash_attn, "use_mlock": self.use_mlock,
+            "use_mmap": self.use_mmap,
+        }
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        n = int(v)
+        if not lo <= n <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return n
+    return parse
+
+
+def _bool(v: str) -> bool:
+    low = v.strip().lower()
+    if low in ("true", "1", "on", "yes", ""):
+        return True
+    if low in ("false", "0", "off", "no"):
+        return False
+    raise ValueError("must be true or false")
+
+
+# SM_LLAMA_CPP_<NAME> -> (RuntimeSettings field, parser). The stock server's flag is --<name-with-dashes>.
+_RUNTIME_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "MODEL": ("model", str),
+    "CTX_SIZE": ("n_ctx", _int(256, 1 << 20)),
+    "THREADS": ("n_threads", _int(1, 1024)),
+    "THREADS_BATCH": ("n_threads_batch", _int(1, 1024)),
+    "BATCH_SIZE": ("n_batch", _int(1, 1 << 16)),
+    "UBATCH_SIZE": ("n_ubatch", _int(1, 1 << 16)),
+    "N_GPU_LAYERS": ("n_gpu_layers", _int(-1, 100_000)),
+    "MAIN_GPU": ("main_gpu", _int(0, 64)),
+    "FLASH_ATTN": ("flash_attn", _bool),
+    "MLOCK": ("use_mlock", _bool),
+}
+
+
+def runtime_from_env(env: Mapping[str, str] | None = None) -> RuntimeSettings:
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    ignored: list[str] = []
+    for key in sorted(env):
+        if not key.startswith(SM_PREFIX):
+            continue
+        name, raw = key[len(SM_PREFIX):], env[key]
+        if name == "NO_MMAP":
+            try:
+                values["use_mmap"] = not _bool(raw)
+            except ValueError as e:
+                raise SettingsError(f"{key}={raw!r}: {e}") from None
+            continue
+        if name not in _RUNTIME_VARS:
+            ignored.append(key)
+            continue
+        attr, parse = _RUNTIME_VARS[name]
+        try:
+            values[attr] = parse(raw)
+        except ValueError as e:
+            raise SettingsError(f"{key}={raw!r}: {e}") from None
+    if values.get("n_ubatch", 0) > values.get("n_batch", RuntimeSettings.n_batch):
+        values["n_ubatch"] = values.get("n_batch", RuntimeSettings.n_batch)
+    return RuntimeSettings(**values, ignored=tuple(ignored))
+
+
+def load_adapter_settings() -> AdapterSettings:
+    """AdapterSettings from the environment, with an error that names the variable."""
+    from pydantic import ValidationError
+
+    try:
+        return AdapterSettings()
+    except ValidationError as e:
+        first = e.errors()[0]
+        name = "DECISION_" + ".".join(str(p) for p in first["loc"]).upper()
+        raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r})") from None
