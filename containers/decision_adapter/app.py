@@ -236,7 +236,7 @@ def create_app(settings: AdapterSettings, runtime_settings: RuntimeSettings,
             _log_rejection("-", "chat", 429, "overload_rejected")
             raise
         except ValueError as e:  # llama-cpp-python's "Requested tokens exceed context window"
-            raise TokenBudget(f"{e} (context budget {s.runtime_settings.n_ctx} tokens)") from None
+            raise TokenBudget(f"{e} (context budget {s.engines[0].rt.n_ctx} tokens)") from None
         s.counters.chats += 1
         return JSONResponse(result)
 

@@ -42,6 +42,7 @@ class Scored:
     probs: list[float]
     options_sha256: str
     suffix_tokens: int
+    orders: int
 
 
 @dataclass
@@ -73,12 +74,14 @@ class DecisionEngine:
     """Owns one llama.cpp context. Not re-entrant: callers serialise access (the app's pool does)."""
 
     def __init__(self, runtime: LlamaRuntime, template: PromptTemplate, *, model_sha256: str,
-                 temperatures: dict[str, float], order_debias: bool, cache: StateCache) -> None:
+                 temperatures: dict[str, float], order_debias: bool, cache: StateCache,
+                 debias_max_options: int = SINGLE_LABEL_MAX) -> None:
         self.rt = runtime
         self.template = template
         self.model_sha256 = model_sha256
         self.temperatures = temperatures
         self.order_debias = order_debias
+        self.debias_max_options = debias_max_options
         self.cache = cache
         self.header: Unit = runtime.tokenize(template.header, add_bos=template.add_bos)
         self.letter_tokens = runtime.label_tokens(template.tail, template.label_sep, list(LETTERS))
@@ -128,7 +131,7 @@ class DecisionEngine:
         options = options_of(question)
         n = len(options)
         orders = [list(range(n))]
-        if self.order_debias:
+        if self.order_debias and n <= self.debias_max_options:
             orders.append(list(reversed(range(n))))
         passes = []
         for order in orders:
@@ -182,7 +185,7 @@ class DecisionEngine:
         probs = probs / probs.sum()
         keys = [o.key for o in plan.options]
         scored = Scored(plan.question.type, keys, [float(p) for p in probs], options_hash(plan.question),
-                        len(plan.passes[0][0]))
+                        len(plan.passes[0][0]), len(plan.passes))
         return scored, evaluated
 
     def _slot_logprobs(self, units: list[Unit], n: int) -> tuple[npt.NDArray[np.float64], int]:
@@ -208,7 +211,8 @@ def answer_json(scored: Scored, question: AnyQuestion, *, with_extensions: bool 
     probs = scored.probs
     ext: dict[str, Any] = {}
     if with_extensions:
-        ext = {"x_margin": round(contract.margin(probs), 6), "x_options_sha256": scored.options_sha256}
+        ext = {"x_margin": round(contract.margin(probs), 6), "x_options_sha256": scored.options_sha256,
+               "x_orders": scored.orders}
     if isinstance(question, NoulQuestion):
         return {"type": "noul", "noul": probs[0], **ext}
     if isinstance(question, ChoiceQuestion):

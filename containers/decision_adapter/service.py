@@ -86,8 +86,12 @@ class ModelService:
 
         path = find_gguf(settings.model_dir, runtime_settings.model)
         model = verify_model(path, settings.expected_model_sha256)
-        llms = [Llama(str(path), logits_all=False, verbose=False, **runtime_settings.llama_kwargs())
-                for _ in range(settings.max_concurrency)]
+        vocab = Llama(str(path), vocab_only=True, verbose=False)  # metadata only: cheap
+        arch = vocab.metadata.get("general.architecture", "llama")
+        n_ctx_train = int(vocab.metadata.get(f"{arch}.context_length", 4096))
+        vocab.close()
+        kwargs = runtime_settings.llama_kwargs(n_ctx_train)
+        llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(settings.max_concurrency)]
         meta: dict[str, str] = dict(llms[0].metadata)
         calibration = model.manifest.calibration if model.manifest and model.manifest.calibration else None
         temperatures = {t: (calibration.for_type(t) if calibration else 1.0) for t in ("noul", "choice", "score")}
@@ -96,12 +100,13 @@ class ModelService:
                                   add_bos=meta.get("tokenizer.ggml.add_bos_token", "true") != "false")
         budget = cls._cache_budget(settings, llms[0])
         engines = [DecisionEngine(LlamaRuntime(llm), template, model_sha256=model.sha256, temperatures=temperatures,
-                                  order_debias=settings.order_debias, cache=StateCache(budget)) for llm in llms]
+                                  order_debias=settings.order_debias, cache=StateCache(budget),
+                                  debias_max_options=settings.debias_max_options) for llm in llms]
         identity = build_identity(
             model_file=path.name, model_sha256=model.sha256,
             model_name=settings.model_name or meta.get("general.name") or path.stem,
             image_digest=settings.image_digest, llama_cpp_build=settings.llama_cpp_build,
-            instance_types=settings.instance_types, threads=runtime_settings.n_threads,
+            instance_types=settings.instance_types, threads=int(llms[0].context_params.n_threads),
             gpu_layers=runtime_settings.n_gpu_layers, order_debias=settings.order_debias,
             calibration={"source": "manifest" if calibration else "identity", "temperature": temperatures},
             template_source=template.source,

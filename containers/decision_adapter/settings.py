@@ -19,6 +19,7 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SM_PREFIX = "SM_LLAMA_CPP_"
+DEFAULT_MAX_CTX = 8192  # enough for 255 described options; KV memory grows with it
 
 
 class SettingsError(ValueError):
@@ -40,6 +41,9 @@ class AdapterSettings(BaseSettings):
     max_body_bytes: int = Field(6 * 1024 * 1024, ge=1024, description="Larger bodies get 413 (SageMaker's own limit is 6 MB).")
     api_key: SecretStr | None = Field(None, description="If set, require Authorization: Bearer <key> (for runs outside SageMaker).")
     order_debias: bool = Field(True, description="Score each question under the given and the reversed option order.")
+    debias_max_options: int = Field(
+        26, ge=2, le=255, description="Debias questions with at most this many options; longer lists (two-letter "
+        "codes) are scored once, since their option list dominates the prompt and a second order doubles its cost.")
     log_text: bool = Field(False, description="Log raw state and instruction text. Off: decision inputs can hold customer data.")
     state_cache_mb: int | None = Field(None, ge=0, description="Memory for cached state prefixes; default derived from the model.")
     image_digest: str = Field("", description="The image digest, set by the stack, reported in run identity.")
@@ -55,7 +59,7 @@ class RuntimeSettings:
     """llama.cpp runtime parameters from SM_LLAMA_CPP_* (names as on the stock container)."""
 
     model: str | None = None
-    n_ctx: int = 4096
+    n_ctx: int | None = None  # None: the model's training context, capped at DEFAULT_MAX_CTX
     n_threads: int | None = None
     n_threads_batch: int | None = None
     n_batch: int = 512
@@ -67,9 +71,9 @@ class RuntimeSettings:
     use_mmap: bool = True
     ignored: tuple[str, ...] = field(default=())
 
-    def llama_kwargs(self) -> dict[str, Any]:
+    def llama_kwargs(self, n_ctx_train: int) -> dict[str, Any]:
         return {
-            "n_ctx": self.n_ctx, "n_threads": self.n_threads, "n_threads_batch": self.n_threads_batch,
+            "n_ctx": self.n_ctx or min(n_ctx_train, DEFAULT_MAX_CTX), "n_threads": self.n_threads, "n_threads_batch": self.n_threads_batch,
             "n_batch": self.n_batch, "n_ubatch": self.n_ubatch, "n_gpu_layers": self.n_gpu_layers,
             "main_gpu": self.main_gpu, "flash_attn": self.flash_attn, "use_mlock": self.use_mlock,
             "use_mmap": self.use_mmap,

@@ -1,0 +1,45 @@
+"""Settings: SM_LLAMA_CPP_* names as on the stock container; invalid values name the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from decision_adapter.settings import AdapterSettings, SettingsError, load_adapter_settings, runtime_from_env
+
+
+def test_stock_container_names_map_to_runtime_parameters() -> None:
+    rt = runtime_from_env({"SM_LLAMA_CPP_CTX_SIZE": "2048", "SM_LLAMA_CPP_THREADS": "4",
+                           "SM_LLAMA_CPP_N_GPU_LAYERS": "999", "SM_LLAMA_CPP_FLASH_ATTN": "true",
+                           "SM_LLAMA_CPP_NO_MMAP": "true", "SM_LLAMA_CPP_MODEL": "sub/m.gguf", "PATH": "/bin"})
+    kwargs = rt.llama_kwargs(n_ctx_train=8192)
+    assert (kwargs["n_ctx"], kwargs["n_threads"], kwargs["n_gpu_layers"]) == (2048, 4, 999)
+    assert kwargs["flash_attn"] is True and kwargs["use_mmap"] is False
+    assert rt.model == "sub/m.gguf" and rt.ignored == ()
+
+
+def test_default_context_is_the_models_capped_at_8192() -> None:
+    assert runtime_from_env({}).llama_kwargs(n_ctx_train=2048)["n_ctx"] == 2048
+    assert runtime_from_env({}).llama_kwargs(n_ctx_train=131072)["n_ctx"] == 8192
+
+
+def test_unknown_runtime_variables_are_reported_and_ignored() -> None:
+    rt = runtime_from_env({"SM_LLAMA_CPP_N_PARALLEL": "4", "SM_LLAMA_CPP_THREADS": "2"})
+    assert rt.ignored == ("SM_LLAMA_CPP_N_PARALLEL",) and rt.n_threads == 2
+
+
+@pytest.mark.parametrize(("var", "value"), [("SM_LLAMA_CPP_CTX_SIZE", "big"), ("SM_LLAMA_CPP_THREADS", "0"),
+                                            ("SM_LLAMA_CPP_FLASH_ATTN", "maybe"), ("SM_LLAMA_CPP_NO_MMAP", "2")])
+def test_invalid_runtime_values_name_the_variable(var: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=var):
+        runtime_from_env({var: value})
+
+
+def test_sagemaker_port_variable_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAGEMAKER_BIND_TO_PORT", "9001")
+    assert AdapterSettings().port == 9001
+
+
+def test_invalid_adapter_setting_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECISION_MAX_QUEUE", "-3")
+    with pytest.raises(SettingsError, match="DECISION_MAX_QUEUE"):
+        load_adapter_settings()
