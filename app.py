@@ -1,0 +1,62 @@
+"""CDK app: `cdk synth|deploy|destroy -c env=<name>` (default dev), environments from cdk.json.
+
+Only wiring: load the environment's config, build its two stacks, register cdk-nag, tag, synth.
+Importing this module does nothing; tests call `build_app` with their own context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from stacks.config import DEFAULT_ENVIRONMENT, EnvironmentConfig, load_environment
+from stacks.foundation_stack import FoundationStack
+from stacks.serving_stack import ServingStack
+
+STACK_PREFIX = "DecisionEndpoints"
+
+
+def stack_name(environment: str, part: str) -> str:
+    return f"{STACK_PREFIX}-{environment}-{part}"
+
+
+def build_app(
+    env_name: str | None = None, *, context: Mapping[str, Any] | None = None, outdir: str | None = None
+) -> cdk.App:
+    """The app for one environment: `env_name`, else the `env` context value, else dev."""
+    app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
+    name = env_name or app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
+    config = load_environment(app.node.try_get_context("environments"), str(name))
+    # Account-agnostic unless pinned: synth needs no credentials, deploy uses the caller's account.
+    env = cdk.Environment(account=config.account, region=config.region)
+
+    foundation = FoundationStack(app, stack_name(config.name, "Foundation"), config=config, env=env)
+    serving = ServingStack(app, stack_name(config.name, "Serving"), config=config, env=env, foundation=foundation)
+    _warn_placeholders(config, serving)
+
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    tags = cdk.Tags.of(app)
+    tags.add("project", "decision-endpoints")
+    tags.add("environment", config.name)
+    for key, value in sorted(config.tags.items()):
+        tags.add(key, value)
+    return app
+
+
+def _warn_placeholders(config: EnvironmentConfig, serving: cdk.Stack) -> None:
+    for key in config.placeholders():
+        cdk.Annotations.of(serving).add_warning_v2(
+            "decision-endpoints:placeholder",
+            f"{key} is still the all-zero placeholder: synth works, a deployment would fail. See docs/deploy.md.",
+        )
+
+
+def main() -> None:
+    build_app().synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Application Auto Scaling for one endpoint variant: instance count tracks invocations per instance."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks.config import Autoscaling
+from stacks.endpoint import ServingEndpoint
+
+SERVICE_LINKED_ROLE = (
+    "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+)
+
+
+class EndpointAutoscaling(Construct):
+    """Min/max from config; target tracking on SageMakerVariantInvocationsPerInstance with cooldowns.
+
+    Changing the instance type of a variant that has a scalable target fails in SageMaker: see
+    docs/deploy.md for the two-step change.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, endpoint: ServingEndpoint, settings: Autoscaling
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # Application Auto Scaling acts for SageMaker through its service-linked role (created on first
+        # use), not through a role of ours: naming it stops CDK from adding an unused one.
+        service_linked_role = iam.Role.from_role_arn(
+            self,
+            "ServiceLinkedRole",
+            cdk.Stack.of(self).format_arn(
+                service="iam",
+                region="",
+                resource="role",
+                resource_name=SERVICE_LINKED_ROLE,
+            ),
+            mutable=False,
+        )
+        self.target = appscaling.ScalableTarget(
+            self,
+            "Target",
+            service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
+            resource_id=f"endpoint/{endpoint.endpoint_name}/variant/{endpoint.variant_name}",
+            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+            min_capacity=settings.min_instances,
+            max_capacity=settings.max_instances,
+            role=service_linked_role,
+        )
+        # The variant exists only once the endpoint is in service.
+        self.target.node.add_dependency(endpoint.endpoint)
+        self.policy = self.target.scale_to_track_metric(
+            "InvocationsPerInstance",
+            target_value=settings.target_invocations_per_instance,
+            predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
+            scale_in_cooldown=cdk.Duration.seconds(settings.scale_in_cooldown_seconds),
+            scale_out_cooldown=cdk.Duration.seconds(settings.scale_out_cooldown_seconds),
+        )

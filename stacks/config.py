@@ -1,0 +1,345 @@
+"""Per-environment configuration: `cdk.json` context validated into frozen objects before any construct exists.
+
+`cdk.json` holds `context.environments.<name>`; `cdk synth -c env=<name>` picks one (default `dev`).
+Every problem is reported with the full key that holds it, e.g.
+`environments.dev.gpu.instance_type: ...`, and synth stops there, so a half-configured stack
+is never synthesized, let alone deployed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+DEFAULT_ENVIRONMENT = "dev"
+PLACEHOLDER_SHA256 = "0" * 64
+
+# CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS = frozenset(
+    {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+)
+
+# Families whose instances carry local NVMe instance storage. SageMaker rejects an endpoint config
+# with a KmsKeyId (volume encryption) for them: their storage is hardware-encrypted instead. Families
+# with a "d" after the generation (m5d, c6id, g4dn, ...) have it too; see `has_local_nvme`.
+_NVME_FAMILIES = frozenset(
+    {"g5", "g6", "g6e", "g7e", "p4d", "p4de", "p5", "p5e", "p5en", "p6", "trn1", "trn1n", "trn2"}
+)
+_D_SUFFIX = re.compile(r"^[a-z]+\d+[a-z]*d[a-z]*$")
+
+IMAGE_FLAVOURS = {"cpu": "cpu", "gpu": "cuda"}  # decision endpoint section -> DLC image flavour
+_ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+_INSTANCE_TYPE = r"^ml\.[a-z][a-z0-9-]*\.[a-z0-9]+$"
+
+InstanceType = Annotated[str, Field(pattern=_INSTANCE_TYPE)]
+Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+ImageDigest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class ConfigError(ValueError):
+    """The cdk.json context is wrong; every line of the message starts with the key at fault."""
+
+
+def instance_family(instance_type: str) -> str:
+    return instance_type.split(".")[1]
+
+
+def is_gpu_instance(instance_type: str) -> bool:
+    return instance_family(instance_type)[0] in ("g", "p")
+
+
+def has_local_nvme(instance_type: str) -> bool:
+    family = instance_family(instance_type)
+    return family in _NVME_FAMILIES or _D_SUFFIX.match(family) is not None
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class DlcImages(_Frozen):
+    """The AWS llama.cpp Deep Learning Containers the images derive from, pinned by digest (never a tag)."""
+
+    registry_account: str = Field(pattern=r"^\d{12}$", description="Account of the DLC registry (763104351884).")
+    repository: str = Field(pattern=r"^[a-z0-9][a-z0-9._/-]*$", description="DLC repository, `llama-cpp` on x86.")
+    cpu_digest: ImageDigest = Field(description="Digest of llama-cpp:server-sagemaker-cpu-v1.")
+    cuda_digest: ImageDigest = Field(description="Digest of llama-cpp:server-sagemaker-cuda-v1.")
+
+    def digest(self, flavour: str) -> str:
+        return self.cuda_digest if flavour == "cuda" else self.cpu_digest
+
+
+class ImageRepository(_Frozen):
+    keep_images: int = Field(
+        ge=2, le=1000, description="Newest images kept; older ones expire (endpoints pull by digest)."
+    )
+    untagged_expiry_days: int = Field(ge=1, le=3650, description="Days before an untagged image expires.")
+
+
+class ModelArtifact(_Frozen):
+    s3_key: str = Field(
+        pattern=r"^[A-Za-z0-9!_.*'()/-]+\.tar\.gz$", description="Key of model.tar.gz in the model bucket."
+    )
+    sha256: Sha256Hex = Field(
+        description="Expected sha256 of the GGUF inside; the adapter refuses to start on mismatch."
+    )
+    download_timeout_seconds: int = Field(ge=60, le=3600, description="ModelDataDownloadTimeoutInSeconds.")
+
+    @field_validator("s3_key")
+    @classmethod
+    def _relative_key(cls, key: str) -> str:
+        if key.startswith("/") or "//" in key:
+            raise ValueError("must be a relative S3 key without empty segments, e.g. models/<name>/model.tar.gz")
+        return key
+
+
+class Autoscaling(_Frozen):
+    enabled: bool = Field(
+        description="Register the variant with Application Auto Scaling. Switch off for one deployment before an "
+        "instance type change: SageMaker refuses to change the instance type of a registered variant."
+    )
+    min_instances: int = Field(ge=1, le=100, description="Also the initial instance count.")
+    max_instances: int = Field(ge=1, le=100)
+    target_invocations_per_instance: float = Field(
+        gt=0, le=100_000, description="SageMakerVariantInvocationsPerInstance target (per minute); see docs/deploy.md."
+    )
+    scale_in_cooldown_seconds: int = Field(ge=0, le=3600)
+    scale_out_cooldown_seconds: int = Field(ge=0, le=3600)
+
+    @field_validator("max_instances")
+    @classmethod
+    def _max_not_below_min(cls, value: int, info: ValidationInfo) -> int:
+        low = info.data.get("min_instances")
+        if low is not None and value < low:
+            raise ValueError(f"must be >= min_instances ({low})")
+        return value
+
+
+class _Endpoint(_Frozen):
+    """Settings shared by every endpoint; `enabled: false` sections are not validated beyond that flag."""
+
+    enabled: Literal[True]
+    instance_type: InstanceType
+    fallback_instance_types: tuple[InstanceType, ...] = Field(
+        default=(), max_length=4, description="Instance pool after instance_type, in priority order (up to 5 in all)."
+    )
+    ctx_size: int = Field(ge=256, le=1 << 20, description="SM_LLAMA_CPP_CTX_SIZE.")
+    startup_health_check_timeout_seconds: int = Field(
+        ge=600, le=3600, description="ContainerStartupHealthCheckTimeoutInSeconds: GGUF loads need at least 600."
+    )
+    model_latency_p95_ms: int = Field(ge=1, le=600_000, description="Alarm threshold on ModelLatency p95.")
+    autoscaling: Autoscaling
+
+    @field_validator("fallback_instance_types")
+    @classmethod
+    def _distinct_pool(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        pool = (info.data.get("instance_type"), *value)
+        if len(set(pool)) != len(pool):
+            raise ValueError("instance types in a pool must be distinct (instance_type is priority 1)")
+        return value
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        """Priority order: instance_type first, then the fallbacks."""
+        return (self.instance_type, *self.fallback_instance_types)
+
+    @property
+    def encrypt_volume(self) -> bool:
+        """KMS volume encryption only where no pool member has local NVMe (SageMaker rejects it there)."""
+        return not any(has_local_nvme(t) for t in self.instance_types)
+
+
+class _DecisionEndpoint(_Endpoint):
+    max_concurrency: int = Field(
+        ge=1, le=16, description="DECISION_MAX_CONCURRENCY: model contexts evaluating at once."
+    )
+    max_queue: int = Field(ge=0, le=10_000, description="DECISION_MAX_QUEUE: waiting requests before 429.")
+
+
+def _check_family(value: str, *, gpu: bool) -> str:
+    if is_gpu_instance(value) != gpu:
+        kind = "a GPU (ml.g*/ml.p*)" if gpu else "a CPU (not ml.g*/ml.p*)"
+        raise ValueError(f"{value} is not {kind} instance type")
+    return value
+
+
+class CpuEndpoint(_DecisionEndpoint):
+    threads: int = Field(ge=1, le=1024, description="SM_LLAMA_CPP_THREADS: usually the instance's vCPU count.")
+
+    @field_validator("instance_type", "fallback_instance_types")
+    @classmethod
+    def _cpu_only(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        for item in (value,) if isinstance(value, str) else value:
+            _check_family(item, gpu=False)
+        return value
+
+
+class GpuEndpoint(_DecisionEndpoint):
+    inference_ami_version: str = Field(
+        pattern=r"^al2-ami-sagemaker-inference-gpu-[0-9][0-9-]*$",
+        description="Pinned InferenceAmiVersion (CUDA driver).",
+    )
+
+    @field_validator("instance_type", "fallback_instance_types")
+    @classmethod
+    def _gpu_only(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        for item in (value,) if isinstance(value, str) else value:
+            _check_family(item, gpu=True)
+        return value
+
+
+class ChatEndpoint(_Endpoint):
+    """The stock DLC image as a plain chat-completions endpoint: no derived build."""
+
+    flavour: Literal["cpu", "cuda"]
+    threads: int | None = Field(default=None, ge=1, le=1024, description="SM_LLAMA_CPP_THREADS (cpu flavour).")
+    inference_ami_version: str | None = Field(
+        default=None, validate_default=True, pattern=r"^al2-ami-sagemaker-inference-gpu-[0-9][0-9-]*$"
+    )
+
+    @field_validator("flavour")
+    @classmethod
+    def _matches_instances(cls, value: str, info: ValidationInfo) -> str:
+        # flavour is declared after the instance fields, so it is the one that can see both.
+        gpu = value == "cuda"
+        types = [info.data.get("instance_type"), *info.data.get("fallback_instance_types", ())]
+        wrong = [t for t in types if isinstance(t, str) and is_gpu_instance(t) != gpu]
+        if wrong:
+            kind = "GPU (ml.g*/ml.p*)" if gpu else "CPU"
+            raise ValueError(f"the {value} image needs {kind} instance types; instance_type/fallbacks include {wrong}")
+        return value
+
+    @field_validator("inference_ami_version")
+    @classmethod
+    def _ami_for_cuda(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("flavour") == "cuda" and value is None:
+            raise ValueError("is required for the cuda flavour (the CUDA image needs a pinned driver AMI)")
+        return value
+
+
+class Alarms(_Frozen):
+    emails: tuple[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")], ...] = Field(default=())
+    topic_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+$",
+        description="Notify an existing topic instead of creating one.",
+    )
+    period_seconds: Literal[60, 300] = Field(description="Alarm evaluation period.")
+    evaluation_periods: int = Field(ge=1, le=60)
+    http_5xx_rate_percent: float = Field(gt=0, le=100)
+    http_4xx_rate_percent: float = Field(gt=0, le=100)
+    invocation_errors: int = Field(ge=1, description="InvocationModelErrors per period.")
+    overload_rejections: int = Field(ge=1, description="Adapter 429s (overload_rejected log lines) per period.")
+
+
+class EnvironmentConfig(_Frozen):
+    name: str
+    account: str | None = Field(default=None, pattern=r"^\d{12}$", description="Pins the account; null: any account.")
+    region: str = Field(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+    removal_policy: Literal["destroy", "retain"]
+    termination_protection: bool
+    log_retention_days: int
+    dlc: DlcImages
+    image_repository: ImageRepository
+    model: ModelArtifact
+    cpu: CpuEndpoint | None
+    gpu: GpuEndpoint | None
+    chat: ChatEndpoint | None
+    alarms: Alarms
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _known_retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"must be one of CloudWatch's periods: {sorted(LOG_RETENTION_DAYS)}")
+        return value
+
+    @property
+    def destroy_on_delete(self) -> bool:
+        return self.removal_policy == "destroy"
+
+    @property
+    def decision_endpoints(self) -> dict[str, CpuEndpoint | GpuEndpoint]:
+        """Enabled decision endpoints by section ("cpu", "gpu"); IMAGE_FLAVOURS maps them to images."""
+        found: dict[str, CpuEndpoint | GpuEndpoint] = {}
+        if self.cpu is not None:
+            found["cpu"] = self.cpu
+        if self.gpu is not None:
+            found["gpu"] = self.gpu
+        return found
+
+    @property
+    def image_flavours(self) -> set[str]:
+        """DLC flavours this environment pulls: for decision images and for the stock chat endpoint."""
+        flavours = {IMAGE_FLAVOURS[section] for section in self.decision_endpoints}
+        if self.chat is not None:
+            flavours.add(self.chat.flavour)
+        return flavours
+
+    def placeholders(self) -> list[str]:
+        """Keys in use that still hold the all-zero placeholder: synth works, a deployment would not."""
+        values = {
+            f"dlc.{flavour}_digest": getattr(self.dlc, f"{flavour}_digest")[7:]
+            for flavour in sorted(self.image_flavours)
+        }
+        if self.decision_endpoints:
+            values["model.sha256"] = self.model.sha256
+        return [f"environments.{self.name}.{key}" for key, value in values.items() if value == PLACEHOLDER_SHA256]
+
+
+_ENDPOINT_SECTIONS = ("cpu", "gpu", "chat")
+
+
+def load_environment(environments: object, name: str) -> EnvironmentConfig:
+    """Validate `context.environments[name]`; ConfigError names every key at fault."""
+    if not isinstance(environments, Mapping) or not environments:
+        raise ConfigError("environments: missing from the cdk.json context (an object with one entry per environment)")
+    if name not in environments:
+        known = ", ".join(sorted(str(k) for k in environments))
+        raise ConfigError(f"environments.{name}: no such environment (known: {known}); choose one with -c env=<name>")
+    if not _ENV_NAME.match(name):
+        raise ConfigError(f"environments.{name}: names must match {_ENV_NAME.pattern} (they prefix resource names)")
+    raw = environments[name]
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"environments.{name}: must be an object, got {type(raw).__name__}")
+    data: dict[str, Any] = {**raw, "name": name}
+    for section in _ENDPOINT_SECTIONS:
+        data[section] = _enabled_section(raw.get(section), f"environments.{name}.{section}")
+    if all(data[section] is None for section in _ENDPOINT_SECTIONS):
+        raise ConfigError(f"environments.{name}: no endpoint is enabled; set enabled to true in one of cpu, gpu, chat")
+    try:
+        document = json.dumps(data)
+    except TypeError as e:
+        raise ConfigError(f"environments.{name}: not plain JSON data ({e})") from None
+    try:
+        # JSON mode: strict types (no "600" for 600, no true for 1) while arrays still fill tuples.
+        return EnvironmentConfig.model_validate_json(document)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, f"environments.{name}")) from None
+
+
+def _enabled_section(raw: object, key: str) -> object:
+    """A disabled endpoint section becomes None (its other keys may stay, for switching it back on)."""
+    if raw is None:
+        raise ConfigError(f'{key}: missing; write {{"enabled": false}} to leave this endpoint out')
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{key}: must be an object, got {type(raw).__name__}")
+    enabled = raw.get("enabled")
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{key}.enabled: must be true or false, got {enabled!r}")
+    return raw if enabled else None
+
+
+def _describe(error: ValidationError, prefix: str) -> str:
+    lines = []
+    for item in error.errors(include_url=False):
+        key = ".".join([prefix, *(str(part) for part in item["loc"])])
+        shown = "" if item["type"] == "missing" else f" (got {item.get('input')!r})"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{key}: {message}{shown}")
+    return "invalid cdk.json context:\n  " + "\n  ".join(lines)

@@ -1,0 +1,146 @@
+"""One SageMaker real-time endpoint: execution role, log group, model, endpoint config, endpoint.
+
+Models and endpoint configs get CloudFormation-generated names: every change to the image digest,
+environment or instance settings creates a new model and config beside the old ones and then
+updates the endpoint, so replacements never collide. The endpoint keeps a stable name that callers
+and the log group (`/aws/sagemaker/Endpoints/<name>`) use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from stacks.config import ChatEndpoint, CpuEndpoint, GpuEndpoint
+from stacks.nag import acknowledge
+
+VARIANT_NAME = "AllTraffic"
+EndpointSettings = CpuEndpoint | GpuEndpoint | ChatEndpoint
+
+
+class ServingEndpoint(Construct):
+    """The stack grants the role its model object, repository and key; this construct wires the rest."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        settings: EndpointSettings,
+        image: str,
+        environment: Mapping[str, str],
+        model_data_url: str,
+        model_download_timeout_seconds: int,
+        volume_key: kms.IKey,
+        log_retention: logs.RetentionDays,
+        removal_policy: cdk.RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.endpoint_name = endpoint_name
+        self.variant_name = VARIANT_NAME
+        self.settings = settings
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
+            retention=log_retention,
+            removal_policy=removal_policy,
+        )
+        self.role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"SageMaker execution role of the {endpoint_name} endpoint",
+        )
+        self._grant_logs_and_metrics()
+
+        self.model = sagemaker.CfnModel(
+            self,
+            "Model",
+            execution_role_arn=self.role.role_arn,
+            enable_network_isolation=True,
+            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+                image=image,
+                model_data_url=model_data_url,
+                environment=dict(sorted(environment.items())),
+                mode="SingleModel",
+            ),
+        )
+        # SageMaker uses the role's policy (added to by the stack's grants) as soon as the model exists.
+        policy = self.role.node.try_find_child("DefaultPolicy")
+        if policy is not None:
+            self.model.node.add_dependency(policy)
+        self.config = sagemaker.CfnEndpointConfig(
+            self,
+            "Config",
+            production_variants=[self._variant(model_download_timeout_seconds)],
+            # Instance types with local NVMe reject a volume key: their instance storage is always encrypted.
+            kms_key_id=volume_key.key_arn if settings.encrypt_volume else None,
+        )
+        self.endpoint = sagemaker.CfnEndpoint(
+            self,
+            "Endpoint",
+            endpoint_name=endpoint_name,
+            endpoint_config_name=self.config.attr_endpoint_config_name,
+            # Keep the instance count autoscaling chose when a deployment swaps the config; without
+            # autoscaling the configured count applies.
+            retain_all_variant_properties=settings.autoscaling.enabled,
+        )
+        self.endpoint.node.add_dependency(self.log_group)
+
+    def _variant(self, download_timeout: int) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        s = self.settings
+        pooled = len(s.instance_types) > 1
+        return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+            variant_name=VARIANT_NAME,
+            model_name=self.model.attr_model_name,
+            initial_instance_count=s.autoscaling.min_instances,
+            initial_variant_weight=1.0,
+            instance_type=None if pooled else s.instance_type,
+            instance_pools=[
+                sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=t, priority=i)
+                for i, t in enumerate(s.instance_types, start=1)
+            ]
+            if pooled
+            else None,
+            inference_ami_version=getattr(s, "inference_ami_version", None),
+            container_startup_health_check_timeout_in_seconds=s.startup_health_check_timeout_seconds,
+            model_data_download_timeout_in_seconds=download_timeout,
+        )
+
+    def _grant_logs_and_metrics(self) -> None:
+        stack = cdk.Stack.of(self)
+        group_arn = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=self.log_group.log_group_name,
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogGroup"], resources=[group_arn]))
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        # PutMetricData has no resource-level permissions; the namespace condition scopes it instead.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:PutMetricData and ecr:GetAuthorizationToken have no resource-level permissions (AWS requires "
+            "Resource *); PutMetricData is limited by a cloudwatch:namespace condition",
+        )

@@ -1,0 +1,77 @@
+"""The model bucket: `model.tar.gz` (GGUF + manifest.json) uploaded by `decisionctl package-model --upload`."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.nag import acknowledge
+
+
+class ModelArtifacts(Construct):
+    """SSL only, no public access, versioned, KMS-encrypted, server access logs to a separate log bucket."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: kms.IKey,
+        model_key: str,
+        destroy_on_delete: bool,
+        access_log_retention_days: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        removal = cdk.RemovalPolicy.DESTROY if destroy_on_delete else cdk.RemovalPolicy.RETAIN
+        self.model_key = model_key
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            # Server access logging can only deliver to SSE-S3 buckets.
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    expiration=cdk.Duration.days(access_log_retention_days),
+                    noncurrent_version_expiration=cdk.Duration.days(1),
+                )
+            ],
+            removal_policy=removal,
+            auto_delete_objects=destroy_on_delete,
+        )
+        acknowledge(
+            self.access_logs,
+            "AwsSolutions-S1",
+            "This is the access-log destination of the model bucket; logging it into itself would loop",
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=key,
+            bucket_key_enabled=True,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="model-bucket/",
+            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=cdk.Duration.days(90))],
+            removal_policy=removal,
+            auto_delete_objects=destroy_on_delete,
+        )
+
+    @property
+    def model_object_arn(self) -> str:
+        return self.bucket.arn_for_objects(self.model_key)
+
+    @property
+    def model_data_url(self) -> str:
+        return f"s3://{self.bucket.bucket_name}/{self.model_key}"

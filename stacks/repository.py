@@ -1,0 +1,48 @@
+"""The ECR repository the decision images are pushed to and the endpoints pull from, by digest."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+
+class ImageRepository(Construct):
+    """Scan on push, immutable tags (a tag names one build forever), lifecycle rules, KMS encryption."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: kms.IKey,
+        keep_images: int,
+        untagged_expiry_days: int,
+        destroy_on_delete: bool,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.repository = ecr.Repository(
+            self,
+            "Repository",
+            image_scan_on_push=True,
+            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
+            encryption=ecr.RepositoryEncryption.KMS,
+            encryption_key=key,
+            lifecycle_rules=[
+                ecr.LifecycleRule(
+                    rule_priority=1,
+                    description="Untagged layers left by interrupted pushes",
+                    tag_status=ecr.TagStatus.UNTAGGED,
+                    max_image_age=cdk.Duration.days(untagged_expiry_days),
+                ),
+                ecr.LifecycleRule(
+                    rule_priority=2,
+                    description="Keep the newest builds; endpoints and rollbacks pull recent digests",
+                    tag_status=ecr.TagStatus.ANY,
+                    max_image_count=keep_images,
+                ),
+            ],
+            removal_policy=cdk.RemovalPolicy.DESTROY if destroy_on_delete else cdk.RemovalPolicy.RETAIN,
+            empty_on_delete=destroy_on_delete,
+        )

@@ -1,0 +1,184 @@
+"""`DecisionEndpoints-<env>-Serving`: image builds, endpoints, autoscaling, alarms and the dashboard.
+
+Everything here can be destroyed and re-created without losing data: images, model artifacts and the
+alarm topic live in the Foundation stack. The image digest flows inside this stack (custom resource
+attribute -> model), so a rebuilt image replaces the model and config on the same deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks.autoscaling import EndpointAutoscaling
+from stacks.config import IMAGE_FLAVOURS, ChatEndpoint, CpuEndpoint, EnvironmentConfig, GpuEndpoint
+from stacks.endpoint import ServingEndpoint
+from stacks.foundation_stack import FoundationStack
+from stacks.image_build import PULL_ACTIONS, BuiltImage, ImageBuild, dlc_image, dlc_repository_arn
+from stacks.observability import EndpointAlarms, build_dashboard, log_retention
+
+ALL_GPU_LAYERS = "999"
+
+
+@dataclass(frozen=True)
+class DeployedEndpoint:
+    endpoint: ServingEndpoint
+    scaling: EndpointAutoscaling | None
+    alarms: EndpointAlarms
+
+
+def decision_environment(
+    config: EnvironmentConfig, settings: CpuEndpoint | GpuEndpoint, image: BuiltImage
+) -> dict[str, str]:
+    """What the adapter reads at start: its run identity, its limits and the llama.cpp runtime."""
+    env = {
+        "DECISION_IMAGE_DIGEST": image.digest,
+        "DECISION_EXPECTED_MODEL_SHA256": config.model.sha256,
+        "DECISION_INSTANCE_TYPES": ",".join(settings.instance_types),
+        "DECISION_MAX_CONCURRENCY": str(settings.max_concurrency),
+        "DECISION_MAX_QUEUE": str(settings.max_queue),
+        "SM_LLAMA_CPP_CTX_SIZE": str(settings.ctx_size),
+    }
+    if isinstance(settings, CpuEndpoint):
+        env["SM_LLAMA_CPP_THREADS"] = str(settings.threads)
+    else:
+        env["SM_LLAMA_CPP_N_GPU_LAYERS"] = ALL_GPU_LAYERS
+    return env
+
+
+def chat_environment(settings: ChatEndpoint) -> dict[str, str]:
+    """The stock DLC entrypoint turns SM_LLAMA_CPP_FOO_BAR into llama-server's --foo-bar."""
+    env = {"SM_LLAMA_CPP_CTX_SIZE": str(settings.ctx_size)}
+    if settings.flavour == "cuda":
+        env["SM_LLAMA_CPP_N_GPU_LAYERS"] = ALL_GPU_LAYERS
+    elif settings.threads is not None:
+        env["SM_LLAMA_CPP_THREADS"] = str(settings.threads)
+    return env
+
+
+class ServingStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        env: cdk.Environment,
+        foundation: FoundationStack,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            env=env,
+            description=f"Decision endpoints ({config.name}): image builds, SageMaker endpoints, scaling, alarms",
+            termination_protection=config.termination_protection,
+        )
+        self.config = config
+        self.foundation = foundation
+        self.retention = log_retention(config.log_retention_days)
+        self.endpoints: dict[str, DeployedEndpoint] = {}
+
+        decision = config.decision_endpoints
+        self.image_build: ImageBuild | None = None
+        images: dict[str, BuiltImage] = {}
+        if decision:
+            self.image_build = ImageBuild(
+                self,
+                "ImageBuild",
+                repository=foundation.images.repository,
+                key=foundation.key,
+                dlc=config.dlc,
+                flavours=[IMAGE_FLAVOURS[section] for section in decision],
+                log_retention=self.retention,
+            )
+            images = self.image_build.images
+        for section, settings in decision.items():
+            image = images[IMAGE_FLAVOURS[section]]
+            endpoint = self._endpoint(
+                section,
+                f"decision-{config.name}-{section}",
+                settings,
+                image.uri,
+                decision_environment(config, settings, image),
+            )
+            foundation.images.repository.grant_pull(endpoint.role)
+            cdk.CfnOutput(self, f"{section.capitalize()}ImageUri", value=image.uri)
+        if config.chat is not None:
+            chat = config.chat
+            endpoint = self._endpoint(
+                "chat",
+                f"chat-{config.name}-{chat.flavour}",
+                chat,
+                dlc_image(self, config.dlc, chat.flavour),
+                chat_environment(chat),
+            )
+            endpoint.role.add_to_policy(
+                iam.PolicyStatement(actions=PULL_ACTIONS, resources=[dlc_repository_arn(self, config.dlc)])
+            )
+            endpoint.role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+
+        dashboard = build_dashboard(
+            self, environment=config.name, endpoints=[d.alarms for d in self.endpoints.values()]
+        )
+        cdk.CfnOutput(
+            self,
+            "DashboardUrl",
+            value=f"https://console.aws.amazon.com/cloudwatch/home?region={self.region}#dashboards:name={dashboard.dashboard_name}",
+        )
+
+    def _endpoint(
+        self,
+        section: str,
+        name: str,
+        settings: CpuEndpoint | GpuEndpoint | ChatEndpoint,
+        image: str,
+        env: dict[str, str],
+    ) -> ServingEndpoint:
+        config, foundation = self.config, self.foundation
+        label = section.capitalize()
+        endpoint = ServingEndpoint(
+            self,
+            f"{label}Endpoint",
+            endpoint_name=name,
+            settings=settings,
+            image=image,
+            environment=env,
+            model_data_url=foundation.artifacts.model_data_url,
+            model_download_timeout_seconds=config.model.download_timeout_seconds,
+            volume_key=foundation.key,
+            log_retention=self.retention,
+            removal_policy=cdk.RemovalPolicy.DESTROY if config.destroy_on_delete else cdk.RemovalPolicy.RETAIN,
+        )
+        # Read exactly the model object, decrypting only through S3 and ECR.
+        endpoint.role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[foundation.artifacts.model_object_arn])
+        )
+        endpoint.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[foundation.key.key_arn],
+                conditions={
+                    "StringEquals": {
+                        "kms:ViaService": [f"s3.{self.region}.amazonaws.com", f"ecr.{self.region}.amazonaws.com"]
+                    }
+                },
+            )
+        )
+        scaling = None
+        if settings.autoscaling.enabled:
+            scaling = EndpointAutoscaling(self, f"{label}Scaling", endpoint=endpoint, settings=settings.autoscaling)
+        alarms = EndpointAlarms(
+            self,
+            f"{label}Alarms",
+            endpoint=endpoint,
+            thresholds=config.alarms,
+            latency_p95_ms=settings.model_latency_p95_ms,
+            topic=foundation.alarm_topic,
+            counts_overload=section != "chat",
+        )
+        self.endpoints[section] = DeployedEndpoint(endpoint, scaling, alarms)
+        cdk.CfnOutput(self, f"{label}EndpointName", value=name)
+        return endpoint

@@ -1,0 +1,19 @@
+"""cfn-lint on every synthesized template (each environment and the optional-features variant): no errors."""
+
+from __future__ import annotations
+
+import pytest
+from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
+
+from tests.cdk_support import VARIANTS, synthesize
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_templates_have_no_cfn_lint_errors(variant: str) -> None:
+    synth = synthesize(variant)
+    files = synth.template_files()
+    assert len(files) == 2
+    for path in files:
+        matches = lint_file(path, ManualArgs(regions=[synth.config.region]))
+        errors = [f"{m.rule.id} {m.path_string}: {m.message}" for m in matches if m.rule.id.startswith("E")]
+        assert errors == [], f"{path.name}:\n" + "\n".join(errors)
