@@ -64,18 +64,37 @@ class AdapterProcess:
         return int(self.proc.returncode)
 
 
-def start_adapter(tmp: Path, *, model_dir: Path = MODEL_DIR, env: dict[str, str] | None = None,
-                  wait: bool = True, timeout: float = 120) -> AdapterProcess:
+def start_adapter(
+    tmp: Path,
+    *,
+    model_dir: Path = MODEL_DIR,
+    env: dict[str, str] | None = None,
+    wait: bool = True,
+    timeout: float = 120,
+) -> AdapterProcess:
     port = free_port()
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("DECISION_", "SM_LLAMA_CPP_"))}
-    full_env.update({"DECISION_MODEL_DIR": str(model_dir), "SAGEMAKER_BIND_TO_PORT": str(port),
-                     "DECISION_HOST": "127.0.0.1", "SM_LLAMA_CPP_THREADS": "2", "PYTHONUNBUFFERED": "1"})
+    full_env.update(
+        {
+            "DECISION_MODEL_DIR": str(model_dir),
+            "SAGEMAKER_BIND_TO_PORT": str(port),
+            "DECISION_HOST": "127.0.0.1",
+            "SM_LLAMA_CPP_THREADS": "2",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     full_env.update(env or {})
     tmp.mkdir(parents=True, exist_ok=True)
     log_path = tmp / f"adapter-{port}.log"
     serve = ROOT / "containers" / "serve"
-    proc = subprocess.Popen([sys.executable, str(serve), "serve"], env=full_env, text=True,
-                            stdout=log_path.open("w"), stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, str(serve), "serve"],
+        env=full_env,
+        text=True,
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     adapter = AdapterProcess(f"http://127.0.0.1:{port}", proc, log_path, full_env)
     if wait:
         wait_ready(adapter, timeout)

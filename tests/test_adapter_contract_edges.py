@@ -26,8 +26,11 @@ DECISION = {"model": "jev-latest", "state": TICKET, "questions": {"refund": NOUL
 def test_invocations_serves_decisions_and_chat_and_names_the_accepted_shapes(adapter_url: str) -> None:
     decision = httpx.post(f"{adapter_url}/invocations", json=DECISION, timeout=120)
     assert decision.status_code == 200 and decision.json()["answers"]["refund"]["type"] == "noul"
-    chat = httpx.post(f"{adapter_url}/invocations", timeout=120,
-                      json={"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 4})
+    chat = httpx.post(
+        f"{adapter_url}/invocations",
+        timeout=120,
+        json={"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 4},
+    )
     assert chat.status_code == 200, chat.text
     assert chat.json()["object"] == "chat.completion" and chat.json()["usage"]["completion_tokens"] >= 1
     # a decision after a chat completion (which moved the KV cache) is still exact
@@ -41,8 +44,12 @@ def test_invocations_serves_decisions_and_chat_and_names_the_accepted_shapes(ada
 
 
 def test_body_and_token_limits(adapter_url: str) -> None:
-    big = httpx.post(f"{adapter_url}/v1/systemone", content=b"x" * (6 * 1024 * 1024 + 1),
-                     headers={"content-type": "application/json"}, timeout=60)
+    big = httpx.post(
+        f"{adapter_url}/v1/systemone",
+        content=b"x" * (6 * 1024 * 1024 + 1),
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
     assert big.status_code == 413 and big.json()["detail"]["error_type"] == "payload_too_large"
     long_state = "word " * 9000
     over = httpx.post(f"{adapter_url}/v1/systemone", json={**DECISION, "state": long_state}, timeout=120)
@@ -69,20 +76,34 @@ def test_request_logs_carry_identity_and_no_raw_text_by_default(adapter: Adapter
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.one_of(
-    st.binary(max_size=200),
-    st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-                 lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                 max_leaves=12).map(lambda v: json.dumps(v).encode()),
-    st.fixed_dictionaries({"state": st.one_of(st.none(), st.integers(), st.text(max_size=30)),
-                           "questions": st.dictionaries(st.text(max_size=5), st.dictionaries(
-                               st.sampled_from(["type", "criteria", "instructions"]),
-                               st.one_of(st.sampled_from(["noul", "choice", "score", "boolean"]), st.none(),
-                                         st.lists(st.text(max_size=5), max_size=12),
-                                         st.dictionaries(st.text(max_size=5), st.none() | st.text(max_size=5),
-                                                         max_size=3))), max_size=2)}).map(
-        lambda v: json.dumps(v).encode()),
-))
+@given(
+    body=st.one_of(
+        st.binary(max_size=200),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+            max_leaves=12,
+        ).map(lambda v: json.dumps(v).encode()),
+        st.fixed_dictionaries(
+            {
+                "state": st.one_of(st.none(), st.integers(), st.text(max_size=30)),
+                "questions": st.dictionaries(
+                    st.text(max_size=5),
+                    st.dictionaries(
+                        st.sampled_from(["type", "criteria", "instructions"]),
+                        st.one_of(
+                            st.sampled_from(["noul", "choice", "score", "boolean"]),
+                            st.none(),
+                            st.lists(st.text(max_size=5), max_size=12),
+                            st.dictionaries(st.text(max_size=5), st.none() | st.text(max_size=5), max_size=3),
+                        ),
+                    ),
+                    max_size=2,
+                ),
+            }
+        ).map(lambda v: json.dumps(v).encode()),
+    )
+)
 def test_fuzzed_bodies_never_get_a_5xx(adapter_url: str, body: bytes) -> None:
     for route in ("/v1/systemone", "/invocations"):
         r = httpx.post(adapter_url + route, content=body, headers={"content-type": "application/json"}, timeout=120)
@@ -136,8 +157,9 @@ def test_invalid_runtime_setting_stops_start_up_and_unknown_ones_are_ignored(tmp
     bad = start_adapter(tmp_path / "bad", model_dir=model_copy, wait=False, env={"SM_LLAMA_CPP_CTX_SIZE": "lots"})
     assert bad.proc.wait(timeout=60) != 0
     assert any("SM_LLAMA_CPP_CTX_SIZE" in str(line.get("message")) for line in bad.log_lines())
-    ok = start_adapter(tmp_path / "ok", model_dir=model_copy, env={"SM_LLAMA_CPP_N_PARALLEL": "4",
-                                                                    "SM_LLAMA_CPP_CTX_SIZE": "1024"})
+    ok = start_adapter(
+        tmp_path / "ok", model_dir=model_copy, env={"SM_LLAMA_CPP_N_PARALLEL": "4", "SM_LLAMA_CPP_CTX_SIZE": "1024"}
+    )
     try:
         ignored = [line for line in ok.log_lines() if line.get("event") == "setting_ignored"]
         assert [line["variable"] for line in ignored] == ["SM_LLAMA_CPP_N_PARALLEL"]
@@ -165,8 +187,9 @@ def test_sigterm_drains_in_flight_requests_then_exits(tmp_path: Path, model_copy
     adapter = start_adapter(tmp_path, model_dir=model_copy)
     result: list[httpx.Response] = []
     slow = {**DECISION, "questions": {f"q{i}": NOUL for i in range(6)}, "state": TICKET * 30}
-    worker = threading.Thread(target=lambda: result.append(
-        httpx.post(f"{adapter.url}/v1/systemone", json=slow, timeout=300)))
+    worker = threading.Thread(
+        target=lambda: result.append(httpx.post(f"{adapter.url}/v1/systemone", json=slow, timeout=300))
+    )
     worker.start()
     time.sleep(1.0)
     adapter.proc.send_signal(signal.SIGTERM)

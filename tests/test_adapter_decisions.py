@@ -8,7 +8,6 @@ import math
 import httpx
 import numpy as np
 import pytest
-
 from decision_adapter import contract
 from decision_adapter.prompt import build_template, options_of, question_text
 from decision_adapter.schemas import ChoiceQuestion
@@ -19,17 +18,29 @@ pytestmark = pytest.mark.model
 
 BILLING = "I was charged twice for my March invoice and want a refund of the duplicate payment."
 LOGIN = "I cannot log in: the sign-in page says my password is wrong even after I reset it."
-TEAM = {"type": "choice", "instructions": "Which team should handle this ticket?",
-        "criteria": {"Billing": "Payments, invoices, refunds, double charges",
-                     "Login": "Passwords, sign-in failures, account access",
-                     "Sales": "Pricing, upgrades, new contracts"}}
+TEAM = {
+    "type": "choice",
+    "instructions": "Which team should handle this ticket?",
+    "criteria": {
+        "Billing": "Payments, invoices, refunds, double charges",
+        "Login": "Passwords, sign-in failures, account access",
+        "Sales": "Pricing, upgrades, new contracts",
+    },
+}
 REFUND = {"type": "noul", "instructions": "Is the customer asking for money back?"}
-ANGER = {"type": "score", "instructions": "How frustrated is the customer?", "criteria": ["Calm", "Frustrated", "Very angry"]}
+ANGER = {
+    "type": "score",
+    "instructions": "How frustrated is the customer?",
+    "criteria": ["Calm", "Frustrated", "Very angry"],
+}
 
 
 def ask(url: str, state: object, questions: dict[str, object], **extra: object) -> dict:
-    r = httpx.post(f"{url}/v1/systemone", json={"model": "jev-latest", "state": state, "questions": questions, **extra},
-                   timeout=300)
+    r = httpx.post(
+        f"{url}/v1/systemone",
+        json={"model": "jev-latest", "state": state, "questions": questions, **extra},
+        timeout=300,
+    )
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -85,8 +96,11 @@ def test_clearly_different_states_give_clearly_different_distributions(adapter_u
 
 def test_all_three_types_with_structured_text_and_unicode(adapter_url: str) -> None:
     questions = {
-        "질문 🙂": {"type": "choice", "instructions": ["Route the ticket.", {"rule": "pick one"}],
-                   "criteria": {"환불 요청": {"owns": ["refunds"]}, "배송 문의": None, "🙂 기타": ["other"]}},
+        "질문 🙂": {
+            "type": "choice",
+            "instructions": ["Route the ticket.", {"rule": "pick one"}],
+            "criteria": {"환불 요청": {"owns": ["refunds"]}, "배송 문의": None, "🙂 기타": ["other"]},
+        },
         "n.1": {"type": "noul", "criteria": {"false": "No money is requested"}},
         "s": {"type": "score", "instructions": {"scale": "anger"}, "criteria": [{"label": "Calm"}, "Angry"]},
     }
@@ -107,8 +121,14 @@ def test_all_three_types_with_structured_text_and_unicode(adapter_url: str) -> N
 def test_255_options_and_10_levels_answer(adapter_url: str) -> None:
     many = {"Billing": "Payments", **{f"Queue {i:03d}": None for i in range(1, 255)}}
     levels = [f"Level {i}" for i in range(10)]
-    body = ask(adapter_url, BILLING, {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": many},
-                                      "level": {"type": "score", "instructions": "How urgent?", "criteria": levels}})
+    body = ask(
+        adapter_url,
+        BILLING,
+        {
+            "queue": {"type": "choice", "instructions": "Which queue?", "criteria": many},
+            "level": {"type": "score", "instructions": "How urgent?", "criteria": levels},
+        },
+    )
     queue, level = body["answers"]["queue"], body["answers"]["level"]
     assert list(queue["probabilities"]) == list(many)
     assert contract.is_distribution(list(queue["probabilities"].values()))

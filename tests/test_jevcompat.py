@@ -14,8 +14,11 @@ pytestmark = pytest.mark.model
 
 
 def _failures(report: runner.Report) -> list[str]:
-    return [f"{r.id}: {r.status} {r.reason} {[f.message for f in r.findings][:2]}"
-            for r in report.results if r.status == "fail"]
+    return [
+        f"{r.id}: {r.status} {r.reason} {[f.message for f in r.findings][:2]}"
+        for r in report.results
+        if r.status == "fail"
+    ]
 
 
 def test_jevcompat_full_suite_without_auth(adapter_url: str) -> None:
@@ -31,8 +34,12 @@ def test_jevcompat_full_suite_without_auth(adapter_url: str) -> None:
 def test_jevcompat_auth_checks_with_a_key(tmp_path: Path, model_copy: Path) -> None:
     adapter = start_adapter(tmp_path, model_dir=model_copy, env={"DECISION_API_KEY": "jevcompat-key"})
     try:
-        report = runner.run(adapter.url, key="jevcompat-key", timeout=300,
-                            only={"auth", "noul-basic", "models-endpoint", "sdk-python", "choice-basic", "score-levels"})
+        report = runner.run(
+            adapter.url,
+            key="jevcompat-key",
+            timeout=300,
+            only={"auth", "noul-basic", "models-endpoint", "sdk-python", "choice-basic", "score-levels"},
+        )
         status = {r.id: r.status for r in report.results}
         assert status["auth.bearer"] == status["auth.missing"] == status["auth.invalid"] == "pass", _failures(report)
         assert status["dropin.sdk-python"] == "pass" and not _failures(report)

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import pytest
-
 from decision_adapter.settings import AdapterSettings, SettingsError, load_adapter_settings, runtime_from_env
 
 
 def test_stock_container_names_map_to_runtime_parameters() -> None:
-    rt = runtime_from_env({"SM_LLAMA_CPP_CTX_SIZE": "2048", "SM_LLAMA_CPP_THREADS": "4",
-                           "SM_LLAMA_CPP_N_GPU_LAYERS": "999", "SM_LLAMA_CPP_FLASH_ATTN": "true",
-                           "SM_LLAMA_CPP_NO_MMAP": "true", "SM_LLAMA_CPP_MODEL": "sub/m.gguf", "PATH": "/bin"})
+    rt = runtime_from_env(
+        {
+            "SM_LLAMA_CPP_CTX_SIZE": "2048",
+            "SM_LLAMA_CPP_THREADS": "4",
+            "SM_LLAMA_CPP_N_GPU_LAYERS": "999",
+            "SM_LLAMA_CPP_FLASH_ATTN": "true",
+            "SM_LLAMA_CPP_NO_MMAP": "true",
+            "SM_LLAMA_CPP_MODEL": "sub/m.gguf",
+            "PATH": "/bin",
+        }
+    )
     kwargs = rt.llama_kwargs(n_ctx_train=8192)
     assert (kwargs["n_ctx"], kwargs["n_threads"], kwargs["n_gpu_layers"]) == (2048, 4, 999)
     assert kwargs["flash_attn"] is True and kwargs["use_mmap"] is False
@@ -27,8 +34,15 @@ def test_unknown_runtime_variables_are_reported_and_ignored() -> None:
     assert rt.ignored == ("SM_LLAMA_CPP_N_PARALLEL",) and rt.n_threads == 2
 
 
-@pytest.mark.parametrize(("var", "value"), [("SM_LLAMA_CPP_CTX_SIZE", "big"), ("SM_LLAMA_CPP_THREADS", "0"),
-                                            ("SM_LLAMA_CPP_FLASH_ATTN", "maybe"), ("SM_LLAMA_CPP_NO_MMAP", "2")])
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("SM_LLAMA_CPP_CTX_SIZE", "big"),
+        ("SM_LLAMA_CPP_THREADS", "0"),
+        ("SM_LLAMA_CPP_FLASH_ATTN", "maybe"),
+        ("SM_LLAMA_CPP_NO_MMAP", "2"),
+    ],
+)
 def test_invalid_runtime_values_name_the_variable(var: str, value: str) -> None:
     with pytest.raises(SettingsError, match=var):
         runtime_from_env({var: value})

@@ -9,8 +9,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,23 +20,18 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import handlers
 from .contract import DEFAULT_MODEL_ALIAS
-from .engine import DecisionOutcome, TokenBudgetExceeded, answer_json
 from .errors import (
     AdapterError,
     AuthenticationError,
-    ModelNotServed,
     NotReady,
-    Overloaded,
     PayloadTooLarge,
-    ServerFault,
-    TokenBudget,
     UnsupportedShape,
     error_response,
 )
 from .manifest import ChecksumMismatch
 from .model_files import ModelNotFound
-from .runtime import RuntimeFailure
 from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .service import ModelService
 from .settings import AdapterSettings, RuntimeSettings, SettingsError
@@ -79,16 +72,26 @@ class BodyLimit:
         await error_response(err)(scope, receive, send)
 
 
-def create_app(settings: AdapterSettings, runtime_settings: RuntimeSettings,
-               service: ModelService | None = None) -> FastAPI:
+def create_app(
+    settings: AdapterSettings, runtime_settings: RuntimeSettings, service: ModelService | None = None
+) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = service is None
         try:
             app.state.service = service or await anyio.to_thread.run_sync(ModelService.load, settings, runtime_settings)
         except ChecksumMismatch as e:
-            log.error(json.dumps({"event": "model_checksum_mismatch", "file": str(e.path), "expected_sha256": e.expected,
-                                  "actual_sha256": e.actual, "message": "refusing to start"}))
+            log.error(
+                json.dumps(
+                    {
+                        "event": "model_checksum_mismatch",
+                        "file": str(e.path),
+                        "expected_sha256": e.expected,
+                        "actual_sha256": e.actual,
+                        "message": "refusing to start",
+                    }
+                )
+            )
             raise
         except (ModelNotFound, SettingsError) as e:
             log.error(json.dumps({"event": "model_not_loaded", "message": str(e)}))
@@ -100,8 +103,12 @@ def create_app(settings: AdapterSettings, runtime_settings: RuntimeSettings,
             if owned:
                 app.state.service.close()
 
-    app = FastAPI(title="Decision adapter", version="0.1.0", lifespan=lifespan,
-                  description="System One decision API over llama.cpp logits, in SageMaker's container contract.")
+    app = FastAPI(
+        title="Decision adapter",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="System One decision API over llama.cpp logits, in SageMaker's container contract.",
+    )
     app.state.settings = settings
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
@@ -137,19 +144,22 @@ def create_app(settings: AdapterSettings, runtime_settings: RuntimeSettings,
         s = svc(request)
         ident = s.identity
         desc = f"{ident['model_file']} (sha256 {ident['model_sha256'][:12]}) served as decisions over llama.cpp logits"
-        return ModelList(models=[ModelCard(name=s.model_name, description=desc, release_date=RELEASE_DATE),
-                                 ModelCard(name=DEFAULT_MODEL_ALIAS, description=f"alias of {s.model_name}",
-                                           release_date=RELEASE_DATE)])
+        return ModelList(
+            models=[
+                ModelCard(name=s.model_name, description=desc, release_date=RELEASE_DATE),
+                ModelCard(name=DEFAULT_MODEL_ALIAS, description=f"alias of {s.model_name}", release_date=RELEASE_DATE),
+            ]
+        )
 
     @app.post("/v1/systemone")
     async def systemone(body: DecisionRequest, request: Request) -> Response:
         authorize(request)
-        return await _decide(svc(request), body, "/v1/systemone")
+        return await handlers.decide(svc(request), body, "/v1/systemone")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         authorize(request)
-        return await _chat(svc(request), body)
+        return await handlers.chat(svc(request), body)
 
     @app.post("/invocations")
     async def invocations(request: Request) -> Response:
@@ -159,13 +169,14 @@ def create_app(settings: AdapterSettings, runtime_settings: RuntimeSettings,
         try:
             payload = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise RequestValidationError([{"type": "json_invalid", "loc": ("body", 0), "msg": f"JSON decode error: {e}",
-                                           "input": {}}]) from None
+            raise RequestValidationError(
+                [{"type": "json_invalid", "loc": ("body", 0), "msg": f"JSON decode error: {e}", "input": {}}]
+            ) from None
         shape = _shape(payload)
         try:
             if shape == "decision":
-                return await _decide(s, DecisionRequest.model_validate(payload), "/invocations")
-            return await _chat(s, ChatCompletionRequest.model_validate(payload))
+                return await handlers.decide(s, DecisionRequest.model_validate(payload), "/invocations")
+            return await handlers.chat(s, ChatCompletionRequest.model_validate(payload))
         except ValidationError as e:
             raise RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in e.errors()]) from None
 
@@ -174,77 +185,7 @@ def create_app(settings: AdapterSettings, runtime_settings: RuntimeSettings,
         authorize(request)
         return JSONResponse(svc(request).metrics())
 
-    async def _decide(s: ModelService, body: DecisionRequest, route: str) -> Response:
-        if body.model not in _served_names(s):
-            raise ModelNotServed(f"model {body.model!r} is not served here; use one of {sorted(_served_names(s))}")
-        request_id = uuid.uuid4().hex
-        t0 = time.perf_counter()
-        try:
-            outcome = await s.decide(body)
-        except TokenBudgetExceeded as e:
-            _log_rejection(request_id, route, 413, "token_budget_exceeded")
-            raise TokenBudget(str(e)) from None
-        except Overloaded:
-            s.counters.rejected_overload += 1
-            _log_rejection(request_id, route, 429, "overload_rejected")
-            raise
-        except RuntimeFailure as e:
-            s.counters.errors += 1
-            _log_rejection(request_id, route, 500, "runtime_failure")
-            raise ServerFault(f"the model runtime failed: {e}", retry_after=1) from None
-        latency_ms = (time.perf_counter() - t0) * 1e3
-        s.counters.decisions += 1
-        answers = {qid: answer_json(outcome.answers[qid], q) for qid, q in body.questions.items()}
-        run = {**s.identity, "request_id": request_id, "state_source": outcome.state_source}
-        result = {"model": s.model_name, "answers": answers,
-                  "usage": {"input_tokens": outcome.input_tokens, "output_tokens": 0},
-                  "x_run": run, "x_timing_ms": {**outcome.timings_ms, "total": round(latency_ms, 2)},
-                  "x_evaluated_tokens": outcome.evaluated_tokens}
-        _log_decision(s, body, outcome, answers, request_id, route, latency_ms)
-        return JSONResponse(result)
-
-    def _log_decision(s: ModelService, body: DecisionRequest, outcome: DecisionOutcome, answers: dict[str, Any],
-                      request_id: str, route: str, latency_ms: float) -> None:
-        questions = []
-        for qid, answer in answers.items():
-            item: dict[str, Any] = {"id": qid, "type": answer["type"], "margin": answer["x_margin"],
-                                    "options_sha256": answer["x_options_sha256"]}
-            if answer["type"] == "noul":
-                item["noul"] = round(answer["noul"], 4)
-            else:
-                item["choice" if answer["type"] == "choice" else "score"] = answer.get("choice", answer.get("score"))
-                item["confidence"] = round(answer["confidence"], 4)
-            if settings.log_text:
-                item["instructions"] = body.questions[qid].instructions
-            questions.append(item)
-        line: dict[str, Any] = {
-            "event": "decision", "request_id": request_id, "route": route, "status": 200,
-            "latency_ms": round(latency_ms, 2), "input_tokens": outcome.input_tokens,
-            "state_source": outcome.state_source, "questions": questions,
-            "identity": {k: s.identity[k] for k in ("model_sha256", "model_file", "llama_cpp_python", "llama_cpp_build",
-                                                    "image_digest", "prompt_template", "calibration", "order_debias")},
-        }
-        if settings.log_text:
-            line["state"] = body.state
-        log.info(json.dumps(line, ensure_ascii=False, default=str))
-
-    async def _chat(s: ModelService, body: ChatCompletionRequest) -> Response:
-        try:
-            result = await s.chat(body)
-        except Overloaded:
-            s.counters.rejected_overload += 1
-            _log_rejection("-", "chat", 429, "overload_rejected")
-            raise
-        except ValueError as e:  # llama-cpp-python's "Requested tokens exceed context window"
-            raise TokenBudget(f"{e} (context budget {s.engines[0].rt.n_ctx} tokens)") from None
-        s.counters.chats += 1
-        return JSONResponse(result)
-
     return app
-
-
-def _served_names(s: ModelService) -> set[str]:
-    return {DEFAULT_MODEL_ALIAS, s.model_name, s.identity["model_file"], s.identity["model_file"].removesuffix(".gguf")}
 
 
 def _shape(payload: Any) -> str:
@@ -252,9 +193,7 @@ def _shape(payload: Any) -> str:
         return "decision"
     if isinstance(payload, dict) and "messages" in payload:
         return "chat"
-    raise UnsupportedShape("POST /invocations accepts a decision request (an object with 'state' and 'questions') "
-                           "or an OpenAI chat-completions request (an object with 'messages')")
-
-
-def _log_rejection(request_id: str, route: str, status: int, event: str) -> None:
-    log.warning(json.dumps({"event": event, "request_id": request_id, "route": route, "status": status}))
+    raise UnsupportedShape(
+        "POST /invocations accepts a decision request (an object with 'state' and 'questions') "
+        "or an OpenAI chat-completions request (an object with 'messages')"
+    )

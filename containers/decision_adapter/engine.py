@@ -20,16 +20,19 @@ import numpy as np
 import numpy.typing as npt
 
 from . import contract
-from .prompt import LETTERS, SINGLE_LABEL_MAX, TEMPLATE_VERSION, AnyQuestion, Option, PromptTemplate, labels, options_of, question_text
-from .runtime import LlamaRuntime, NeedsRestore, Unit
-from .schemas import ChoiceQuestion, DecisionRequest, NoulQuestion, ScoreQuestion
+from .prompt import AnyQuestion, Option, options_of
+from .runtime import LlamaRuntime, NeedsRestore, RuntimeFailure, Unit
+from .schemas import ChoiceQuestion, DecisionRequest, NoulQuestion, ScoreQuestion, Text
+from .scheme import PromptScheme
 from .state_cache import Snapshot, StateCache, prefix_key
 
 
 class TokenBudgetExceeded(ValueError):
     def __init__(self, needed: int, budget: int) -> None:
-        super().__init__(f"the request needs {needed} tokens of context but the model's budget is {budget} tokens "
-                         f"(SM_LLAMA_CPP_CTX_SIZE); shorten the state or the options, or split the request")
+        super().__init__(
+            f"the request needs {needed} tokens of context but the model's budget is {budget} tokens "
+            f"(SM_LLAMA_CPP_CTX_SIZE); shorten the state or the options, or split the request"
+        )
         self.needed, self.budget = needed, budget
 
 
@@ -73,137 +76,164 @@ def softmax(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 class DecisionEngine:
     """Owns one llama.cpp context. Not re-entrant: callers serialise access (the app's pool does)."""
 
-    def __init__(self, runtime: LlamaRuntime, template: PromptTemplate, *, model_sha256: str,
-                 temperatures: dict[str, float], order_debias: bool, cache: StateCache,
-                 debias_max_options: int = SINGLE_LABEL_MAX) -> None:
+    def __init__(
+        self,
+        runtime: LlamaRuntime,
+        scheme: PromptScheme,
+        *,
+        model_sha256: str,
+        calibration: dict[str, float] | None,
+        cache: StateCache,
+    ) -> None:
         self.rt = runtime
-        self.template = template
+        self.scheme = scheme
         self.model_sha256 = model_sha256
-        self.temperatures = temperatures
-        self.order_debias = order_debias
-        self.debias_max_options = debias_max_options
+        self.calibration = calibration  # the manifest's temperatures; None: the scheme's own
         self.cache = cache
-        self.header: Unit = runtime.tokenize(template.header, add_bos=template.add_bos)
-        self.letter_tokens = runtime.label_tokens(template.tail, template.label_sep, list(LETTERS))
-        self._token_of = dict(zip(LETTERS, self.letter_tokens, strict=True))
-        self.chain_letter_tokens = self._chain_tokens()
+        self._label_tokens: dict[str, int] = {}
+        self._units_of_text: dict[str, Unit] = {}
         self._prefix_snapshot: tuple[tuple[Unit, ...], bytes] | None = None
-
-    def _chain_tokens(self) -> dict[str, Unit]:
-        """The unit appended after a group letter for two-letter codes: the letter's own token."""
-        return {letter: (tok,) for letter, tok in self._token_of.items()}
 
     # -- public
     def decide(self, request: DecisionRequest) -> DecisionOutcome:
         t0 = time.perf_counter()
-        state_unit = self.rt.tokenize(self.template.state_part(request.state))
-        prefix = (self.header, state_unit)
+        prefix = self._prefix_units(request.state)
         plans = {qid: self._plan(q) for qid, q in request.questions.items()}
-        longest = max(len(suffix) + (1 if len(plan.options) > SINGLE_LABEL_MAX else 0)
-                      for plan in plans.values() for suffix, _, _ in plan.passes)
-        needed = len(self.header) + len(state_unit) + longest
-        if needed > self.rt.n_ctx:
-            raise TokenBudgetExceeded(needed, self.rt.n_ctx)
+        prefix_len = sum(len(u) for u in prefix)
+        longest = max(len(p.suffix) + len(p.codes[0]) - 1 for plan in plans.values() for p in plan.passes)
+        if prefix_len + longest > self.rt.n_ctx:
+            raise TokenBudgetExceeded(prefix_len + longest, self.rt.n_ctx)
         t1 = time.perf_counter()
         source = self._load_prefix(prefix)
         t2 = time.perf_counter()
-        evaluated = 0 if source != "computed" else len(state_unit)
+        evaluated = 0 if source != "computed" else prefix_len
         answers: dict[str, Scored] = {}
         for qid, plan in plans.items():
             answers[qid], n = self._score(prefix, plan)
             evaluated += n
         t3 = time.perf_counter()
-        input_tokens = len(self.header) + len(state_unit) + sum(a.suffix_tokens for a in answers.values())
+        input_tokens = prefix_len + sum(a.suffix_tokens for a in answers.values())
         timings = {"tokenize": (t1 - t0) * 1e3, "state": (t2 - t1) * 1e3, "questions": (t3 - t2) * 1e3}
         return DecisionOutcome(answers, input_tokens, evaluated, source, {k: round(v, 2) for k, v in timings.items()})
 
     def counters(self) -> dict[str, int]:
         return self.cache.counters()
 
+    def temperature(self, qtype: str, n_options: int) -> float:
+        if self.calibration is not None:
+            return self.calibration.get(qtype, 1.0)
+        return self.scheme.temperature(qtype, n_options)
+
     # -- planning
+    @dataclass(frozen=True)
+    class _Pass:
+        suffix: Unit
+        order: list[int]
+        codes: list[tuple[int, ...]]  # label tokens per slot: one, or two for chain-rule codes
+
     @dataclass(frozen=True)
     class _Plan:
         question: AnyQuestion
         options: list[Option]
-        passes: list[tuple[Unit, list[int], str]]  # (suffix tokens, order, text)
+        passes: list[DecisionEngine._Pass]
+
+    def _prefix_units(self, state: Text) -> tuple[Unit, ...]:
+        units = []
+        for i, text in enumerate(self.scheme.prefix_texts(state)):
+            cached = self._units_of_text.get(text) if i == 0 else None  # the header repeats: tokenize it once
+            if cached is None:
+                cached = self.rt.tokenize(text, add_bos=self.scheme.add_bos and i == 0)
+                if i == 0:
+                    self._units_of_text[text] = cached
+            units.append(cached)
+        return tuple(units)
 
     def _plan(self, question: AnyQuestion) -> DecisionEngine._Plan:
         options = options_of(question)
-        n = len(options)
-        orders = [list(range(n))]
-        if self.order_debias and n <= self.debias_max_options:
-            orders.append(list(reversed(range(n))))
         passes = []
-        for order in orders:
-            text = self.template.suffix(question_text(question, order, options))
-            passes.append((self.rt.tokenize(text), order, text))
+        for spec in self.scheme.passes(question, options):
+            codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
+            if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
+                raise RuntimeFailure("labels of one question must all be one token or all be two")
+            passes.append(DecisionEngine._Pass(self.rt.tokenize(spec.suffix_text), spec.order, codes))
         return DecisionEngine._Plan(question, options, passes)
 
+    def _label_token(self, piece: str) -> int:
+        tok = self._label_tokens.get(piece)
+        if tok is None:
+            tok = self.rt.label_tokens(self.scheme.tail, self.scheme.label_sep, [piece])[0]
+            self._label_tokens[piece] = tok
+        return tok
+
     # -- evaluation
-    def _load_prefix(self, prefix: tuple[Unit, Unit]) -> str:
-        if self.rt.units[:2] == list(prefix):
+    def _load_prefix(self, prefix: tuple[Unit, ...]) -> str:
+        if self.rt.units[: len(prefix)] == list(prefix):
             return "resident"
-        key = prefix_key(self.model_sha256, TEMPLATE_VERSION, prefix[0] + prefix[1])
-        snap = self.cache.get(key, prefix[0] + prefix[1]) if self.cache.budget_bytes else None
+        flat = tuple(t for u in prefix for t in u)
+        key = prefix_key(self.model_sha256, self.scheme.version, flat)
+        snap = self.cache.get(key, flat) if self.cache.budget_bytes else None
         if snap is not None:
             self.rt.restore(prefix, snap.data)
             self._prefix_snapshot = (prefix, snap.data)
             return "cache"
         self._eval(list(prefix))
-        if self.cache.budget_bytes or not self.rt._partial_rewind:
+        if self.cache.budget_bytes or not self.rt.partial_rewind:
             data = self.rt.snapshot()
             self._prefix_snapshot = (prefix, data)
             if self.cache.budget_bytes:
-                self.cache.put(key, Snapshot(prefix[0] + prefix[1], data))
+                self.cache.put(key, Snapshot(flat, data))
         return "computed"
 
     def _eval(self, units: list[Unit]) -> npt.NDArray[np.float32]:
         try:
             return self.rt.eval_units(units)
         except NeedsRestore:
-            if self._prefix_snapshot is None or list(self._prefix_snapshot[0]) != units[:2]:
+            snap = self._prefix_snapshot
+            if snap is None or list(snap[0]) != units[: len(snap[0])]:
                 self.rt.forget()
-                return self.rt.eval_units(units)
-            self.rt.restore(self._prefix_snapshot[0], self._prefix_snapshot[1])
+            else:
+                self.rt.restore(snap[0], snap[1])
             return self.rt.eval_units(units)
 
-    def _score(self, prefix: tuple[Unit, Unit], plan: DecisionEngine._Plan) -> tuple[Scored, int]:
+    def _score(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> tuple[Scored, int]:
         n = len(plan.options)
         per_pass = []
         evaluated = 0
-        for suffix, order, _ in plan.passes:
-            logprob_by_slot, cost = self._slot_logprobs([*prefix, suffix], n)
-            evaluated += len(suffix) + cost
+        for p in plan.passes:
+            logprob_by_slot, cost = self._slot_logprobs([*prefix, p.suffix], p.codes)
+            evaluated += len(p.suffix) + cost
             lp = np.empty(n)
-            for slot, idx in enumerate(order):
-                lp[idx] = logprob_by_slot[slot]
+            lp[p.order] = logprob_by_slot
             per_pass.append(lp)
-        combined = np.mean(per_pass, axis=0)
-        temperature = self.temperatures.get(plan.question.type, 1.0)
-        probs = softmax(combined / temperature)
+        combined = self.scheme.combine(per_pass)
+        probs = softmax(combined / self.temperature(plan.question.type, n))
         probs = np.nan_to_num(probs, nan=1.0 / n)
         probs = probs / probs.sum()
         keys = [o.key for o in plan.options]
-        scored = Scored(plan.question.type, keys, [float(p) for p in probs], options_hash(plan.question),
-                        len(plan.passes[0][0]), len(plan.passes))
+        scored = Scored(
+            plan.question.type,
+            keys,
+            [float(p) for p in probs],
+            options_hash(plan.question),
+            len(plan.passes[0].suffix),
+            len(plan.passes),
+        )
         return scored, evaluated
 
-    def _slot_logprobs(self, units: list[Unit], n: int) -> tuple[npt.NDArray[np.float64], int]:
-        """log P(slot) for slots 0..n-1; single letters, or the chain rule over two-letter codes."""
+    def _slot_logprobs(self, units: list[Unit], codes: list[tuple[int, ...]]) -> tuple[npt.NDArray[np.float64], int]:
+        """log P(slot): a softmax over single label tokens, or the chain rule over two-token codes,
+        P(code) = P(first | prompt) * P(second | prompt, first), each restricted to the declared codes."""
         logits = self._eval(units).astype(np.float64)
-        codes = labels(n)
         if len(codes[0]) == 1:
-            ids = [self._token_of[c[0]] for c in codes]
-            return log_softmax(logits[ids]), 0
-        groups = sorted({c[0] for c in codes})
-        first = log_softmax(logits[[self._token_of[g] for g in groups]])
-        out = np.empty(n)
-        for gi, group in enumerate(groups):
-            members = [i for i, c in enumerate(codes) if c[0] == group]
-            inner = self._eval([*units, self.chain_letter_tokens[group]]).astype(np.float64)
-            second = log_softmax(inner[[self._token_of[codes[i][1]] for i in members]])
-            out[members] = first[gi] + second
-        return out, len(groups)
+            return log_softmax(logits[[c[0] for c in codes]]), 0
+        firsts = sorted({c[0] for c in codes}, key=[c[0] for c in codes].index)
+        first = log_softmax(logits[firsts])
+        out = np.empty(len(codes))
+        for gi, head in enumerate(firsts):
+            members = [i for i, c in enumerate(codes) if c[0] == head]
+            inner = self._eval([*units, (head,)]).astype(np.float64)
+            out[members] = first[gi] + log_softmax(inner[[codes[i][1] for i in members]])
+        return out, len(firsts)
 
 
 def answer_json(scored: Scored, question: AnyQuestion, *, with_extensions: bool = True) -> dict[str, Any]:
@@ -211,18 +241,33 @@ def answer_json(scored: Scored, question: AnyQuestion, *, with_extensions: bool 
     probs = scored.probs
     ext: dict[str, Any] = {}
     if with_extensions:
-        ext = {"x_margin": round(contract.margin(probs), 6), "x_options_sha256": scored.options_sha256,
-               "x_orders": scored.orders}
+        ext = {
+            "x_margin": round(contract.margin(probs), 6),
+            "x_options_sha256": scored.options_sha256,
+            "x_orders": scored.orders,
+        }
     if isinstance(question, NoulQuestion):
         return {"type": "noul", "noul": probs[0], **ext}
     if isinstance(question, ChoiceQuestion):
         distribution = dict(zip(scored.keys, probs, strict=True))
         best = scored.keys[int(np.argmax(probs))]
-        return {"type": "choice", "choice": best, "probabilities": distribution,
-                "confidence": contract.choice_confidence(probs), **ext}
+        return {
+            "type": "choice",
+            "choice": best,
+            "probabilities": distribution,
+            "confidence": contract.choice_confidence(probs),
+            **ext,
+        }
     assert isinstance(question, ScoreQuestion)
-    legend = {str(i): (level if isinstance(level, str) else json.dumps(level, ensure_ascii=False))
-              for i, level in enumerate(question.criteria)}
-    return {"type": "score", "score": contract.score_expectation(probs), "legend": legend,
-            "probabilities": {str(i): p for i, p in enumerate(probs)},
-            "confidence": contract.score_confidence(probs), **ext}
+    legend = {
+        str(i): (level if isinstance(level, str) else json.dumps(level, ensure_ascii=False))
+        for i, level in enumerate(question.criteria)
+    }
+    return {
+        "type": "score",
+        "score": contract.score_expectation(probs),
+        "legend": legend,
+        "probabilities": {str(i): p for i, p in enumerate(probs)},
+        "confidence": contract.score_confidence(probs),
+        **ext,
+    }

@@ -82,5 +82,6 @@ def error_response(err: AdapterError) -> JSONResponse:
         headers["Retry-After"] = str(err.retry_after)
     if isinstance(err, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
-    return JSONResponse({"detail": {"error_type": err.error_type, "message": err.message}},
-                        status_code=status_of(err), headers=headers)
+    return JSONResponse(
+        {"detail": {"error_type": err.error_type, "message": err.message}}, status_code=status_of(err), headers=headers
+    )

@@ -10,8 +10,6 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from .prompt import TEMPLATE_VERSION
-
 
 def _package_version(name: str) -> str:
     try:
@@ -37,8 +35,13 @@ def gpus() -> list[dict[str, str]]:
     if not exe:
         return []
     try:
-        out = subprocess.run([exe, "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
+        out = subprocess.run(
+            [exe, "--query-gpu=name,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     rows = [line.split(",") for line in out.strip().splitlines() if line.strip()]
@@ -46,13 +49,29 @@ def gpus() -> list[dict[str, str]]:
 
 
 def hardware(threads: int | None) -> dict[str, Any]:
-    return {"cpu": cpu_model(), "logical_cpus": os.cpu_count() or 0, "threads": threads or 0,
-            "machine": platform.machine(), "gpus": gpus()}
+    return {
+        "cpu": cpu_model(),
+        "logical_cpus": os.cpu_count() or 0,
+        "threads": threads or 0,
+        "machine": platform.machine(),
+        "gpus": gpus(),
+    }
 
 
-def build_identity(*, model_file: str, model_sha256: str, model_name: str, image_digest: str,
-                   llama_cpp_build: str, instance_types: str, threads: int | None, gpu_layers: int,
-                   calibration: dict[str, Any], order_debias: bool, template_source: str) -> dict[str, Any]:
+def build_identity(
+    *,
+    model_file: str,
+    model_sha256: str,
+    model_name: str,
+    image_digest: str,
+    llama_cpp_build: str,
+    instance_types: str,
+    threads: int | None,
+    gpu_layers: int,
+    calibration: dict[str, Any],
+    order_debias: bool,
+    scheme: str,
+) -> dict[str, Any]:
     return {
         "model_file": model_file,
         "model_sha256": model_sha256,
@@ -64,7 +83,7 @@ def build_identity(*, model_file: str, model_sha256: str, model_name: str, image
         "instance_types": instance_types or "unset",
         "hardware": hardware(threads),
         "n_gpu_layers": gpu_layers,
-        "prompt_template": f"{TEMPLATE_VERSION}/{template_source}",
+        "prompt_template": scheme,
         "order_debias": order_debias,
         "calibration": calibration,
     }

@@ -27,7 +27,9 @@ class Calibration(BaseModel):
 
     method: Literal["temperature"] = "temperature"
     temperature: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
-    fitted_on: dict[str, Any] = Field(default_factory=dict, description="Provenance: data set, sizes, ECE before/after.")
+    fitted_on: dict[str, Any] = Field(
+        default_factory=dict, description="Provenance: data set, sizes, ECE before/after."
+    )
 
     @field_validator("temperature")
     @classmethod

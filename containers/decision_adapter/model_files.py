@@ -48,8 +48,11 @@ def verify_model(path: Path, expected_sha256: str = "") -> ModelFile:
     actual = sha256_file(path)
     if manifest is not None:
         if manifest.model_file != path.name:
-            log.warning('{"event": "manifest_names_other_file", "manifest_file": "%s", "file": "%s"}',
-                        manifest.model_file, path.name)
+            log.warning(
+                '{"event": "manifest_names_other_file", "manifest_file": "%s", "file": "%s"}',
+                manifest.model_file,
+                path.name,
+            )
         if manifest.sha256 != actual:
             raise ChecksumMismatch(path, manifest.sha256, actual)
     else:

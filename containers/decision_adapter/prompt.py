@@ -11,6 +11,7 @@ shown to the model, and one question's suffix never mentions another question.
 from __future__ import annotations
 
 import json
+import logging
 import string
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .schemas import ChoiceQuestion, NoulQuestion, ScoreQuestion, Text
 
+log = logging.getLogger("decision_adapter.prompt")
 TEMPLATE_VERSION = "generic-v1"
 SYSTEM_PROMPT = (
     "You are a careful decision assistant. Read the state, then answer the question by choosing exactly one "
@@ -55,8 +57,10 @@ def options_of(question: AnyQuestion) -> list[Option]:
         no = render_text(crit.false) if crit else ""
         return [Option("true", f"Yes: {yes}" if yes else "Yes"), Option("false", f"No: {no}" if no else "No")]
     if isinstance(question, ChoiceQuestion):
-        return [Option(name, f"{name}: {render_text(desc)}" if desc is not None else name)
-                for name, desc in question.criteria.items()]
+        return [
+            Option(name, f"{name}: {render_text(desc)}" if desc is not None else name)
+            for name, desc in question.criteria.items()
+        ]
     return [Option(str(i), render_text(level)) for i, level in enumerate(question.criteria)]
 
 
@@ -91,13 +95,13 @@ def question_text(question: AnyQuestion, order: list[int], options: list[Option]
 class PromptTemplate:
     """The model's chat template, rendered once with markers and split into reusable text pieces."""
 
-    header: str          # everything before the state (system turn, start of the user turn)
-    state_lead: str      # text between the header and the state itself
-    between: str         # text between the state and the question
-    tail: str            # text after the question, up to where the model's answer starts
-    label_sep: str       # what precedes a label in the answer ("" in chat turns, " " after "Answer:")
+    header: str  # everything before the state (system turn, start of the user turn)
+    state_lead: str  # text between the header and the state itself
+    between: str  # text between the state and the question
+    tail: str  # text after the question, up to where the model's answer starts
+    label_sep: str  # what precedes a label in the answer ("" in chat turns, " " after "Answer:")
     add_bos: bool
-    source: str          # "gguf-chat-template" or "plain"
+    source: str  # "gguf-chat-template" or "plain"
 
     def state_part(self, state: Text) -> str:
         return f"{self.state_lead}{render_text(state)}"
@@ -110,10 +114,17 @@ def build_template(chat_template: str | None, *, bos_text: str, eos_text: str, a
     if chat_template:
         try:
             return _from_chat_template(chat_template, bos_text=bos_text, eos_text=eos_text, add_bos=add_bos)
-        except (ValueError, Exception):  # noqa: BLE001 - any template that cannot be split falls back to plain
-            pass
-    return PromptTemplate(header=f"{SYSTEM_PROMPT}\n\n", state_lead="State:\n", between="\n\n", tail="\nAnswer:",
-                          label_sep=" ", add_bos=add_bos, source="plain")
+        except Exception as e:
+            log.warning('{"event": "chat_template_unusable", "fallback": "plain", "reason": "%s"}', type(e).__name__)
+    return PromptTemplate(
+        header=f"{SYSTEM_PROMPT}\n\n",
+        state_lead="State:\n",
+        between="\n\n",
+        tail="\nAnswer:",
+        label_sep=" ",
+        add_bos=add_bos,
+        source="plain",
+    )
 
 
 def _from_chat_template(chat_template: str, *, bos_text: str, eos_text: str, add_bos: bool) -> PromptTemplate:
@@ -124,14 +135,25 @@ def _from_chat_template(chat_template: str, *, bos_text: str, eos_text: str, add
 
     env.globals["raise_exception"] = raise_exception
     content = f"{_M1}State:\n{_M1}{_M2}{_M2}"
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
-    text = env.from_string(chat_template).render(messages=messages, add_generation_prompt=True,
-                                                 bos_token=bos_text, eos_token=eos_text)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": content},
+    ]
+    text = env.from_string(chat_template).render(
+        messages=messages, add_generation_prompt=True, bos_token=bos_text, eos_token=eos_text
+    )
     if text.count(_M1) != 2 or text.count(_M2) != 2:
         raise ValueError("the chat template does not reproduce the user turn verbatim")
     header, lead, rest = text.split(_M1)
     _, tail = rest.split(_M2 + _M2)
     if add_bos and bos_text and header.startswith(bos_text):
         add_bos = False  # the template writes BOS itself; adding another would double it
-    return PromptTemplate(header=header, state_lead=lead, between="\n\n", tail=tail, label_sep="",
-                          add_bos=add_bos, source="gguf-chat-template")
+    return PromptTemplate(
+        header=header,
+        state_lead=lead,
+        between="\n\n",
+        tail=tail,
+        label_sep="",
+        add_bos=add_bos,
+        source="gguf-chat-template",
+    )

@@ -35,7 +35,7 @@ class LlamaRuntime:
         self.n_ctx: int = int(llm.n_ctx())
         self.n_vocab: int = int(llm.n_vocab())
         self._units: list[Unit] = []
-        self._partial_rewind = True  # turned off on the first model whose memory refuses partial removal
+        self.partial_rewind = True  # turned off on the first model whose memory refuses partial removal
 
     # -- tokens
     def tokenize(self, text: str, *, add_bos: bool = False) -> Unit:
@@ -77,12 +77,12 @@ class LlamaRuntime:
         if n_units == 0:
             self._clear()
             return
-        if self._partial_rewind and self._lib.llama_memory_seq_rm(self._memory(), -1, pos, -1):
+        if self.partial_rewind and self._lib.llama_memory_seq_rm(self._memory(), -1, pos, -1):
             self.llm.n_tokens = pos
             del self._units[n_units:]
             return
-        if self._partial_rewind:
-            self._partial_rewind = False
+        if self.partial_rewind:
+            self.partial_rewind = False
             log.warning('{"event": "kv_partial_removal_unsupported", "fallback": "full state snapshots"}')
         raise NeedsRestore(n_units)
 

@@ -50,9 +50,11 @@ def check() -> int:
     """Smoke test for image builds: the bindings load the image's libllama; no model needed."""
     import llama_cpp
 
-    info = {"llama_cpp_python": llama_cpp.__version__,
-            "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
-            "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload())}
+    info = {
+        "llama_cpp_python": llama_cpp.__version__,
+        "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
+        "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+    }
     print(json.dumps(info))
     return 0
 
@@ -77,15 +79,29 @@ def main(argv: list[str] | None = None) -> int:
         log.error(json.dumps({"event": "invalid_setting", "message": str(e)}))
         return 2
     for name in runtime.ignored:
-        log.warning(json.dumps({"event": "setting_ignored", "variable": name,
-                                "message": "not a runtime setting this adapter knows; ignored"}))
+        log.warning(
+            json.dumps(
+                {
+                    "event": "setting_ignored",
+                    "variable": name,
+                    "message": "not a runtime setting this adapter knows; ignored",
+                }
+            )
+        )
     import uvicorn
 
     from .app import create_app
 
     app = create_app(settings, runtime)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            timeout_graceful_shutdown=settings.drain_timeout_s, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=settings.drain_timeout_s,
+        lifespan="on",
+    )
     server = uvicorn.Server(config)
     server.run()
     return 0 if server.started else 1

@@ -20,11 +20,12 @@ import anyio
 from .engine import DecisionEngine, DecisionOutcome
 from .errors import Overloaded
 from .identity import build_identity
-from .manifest import Calibration
+from .manifest import QUESTION_TYPES
 from .model_files import ModelFile, find_gguf, verify_model
 from .prompt import build_template
 from .runtime import LlamaRuntime
 from .schemas import ChatCompletionRequest, DecisionRequest
+from .scheme import GenericScheme, PromptScheme
 from .settings import AdapterSettings, RuntimeSettings
 from .state_cache import StateCache
 
@@ -53,8 +54,10 @@ class Admission:
     def enter(self) -> None:
         with self._lock:
             if self.admitted >= self.limit:
-                raise Overloaded(f"the endpoint is at capacity ({self.limit} requests admitted); retry after "
-                                 f"{self.retry_after_s} s", retry_after=self.retry_after_s)
+                raise Overloaded(
+                    f"the endpoint is at capacity ({self.limit} requests admitted); retry after {self.retry_after_s} s",
+                    retry_after=self.retry_after_s,
+                )
             self.admitted += 1
 
     def leave(self) -> None:
@@ -63,8 +66,16 @@ class Admission:
 
 
 class ModelService:
-    def __init__(self, settings: AdapterSettings, runtime_settings: RuntimeSettings,
-                 engines: list[DecisionEngine], llms: list[Any], model: ModelFile, identity: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        *,
+        settings: AdapterSettings,
+        runtime_settings: RuntimeSettings,
+        engines: list[DecisionEngine],
+        llms: list[Any],
+        model: ModelFile,
+        identity: dict[str, Any],
+    ) -> None:
         self.settings = settings
         self.runtime_settings = runtime_settings
         self.engines = engines
@@ -94,24 +105,36 @@ class ModelService:
         llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(settings.max_concurrency)]
         meta: dict[str, str] = dict(llms[0].metadata)
         calibration = model.manifest.calibration if model.manifest and model.manifest.calibration else None
-        temperatures = {t: (calibration.for_type(t) if calibration else 1.0) for t in ("noul", "choice", "score")}
-        template = build_template(meta.get("tokenizer.chat_template"), bos_text=_token_text(llms[0], "bos"),
-                                  eos_text=_token_text(llms[0], "eos"),
-                                  add_bos=meta.get("tokenizer.ggml.add_bos_token", "true") != "false")
+        temperatures = {t: calibration.for_type(t) for t in QUESTION_TYPES} if calibration else None
+        scheme = make_scheme(meta, settings, bos_text=_token_text(llms[0], "bos"), eos_text=_token_text(llms[0], "eos"))
         budget = cls._cache_budget(settings, llms[0])
-        engines = [DecisionEngine(LlamaRuntime(llm), template, model_sha256=model.sha256, temperatures=temperatures,
-                                  order_debias=settings.order_debias, cache=StateCache(budget),
-                                  debias_max_options=settings.debias_max_options) for llm in llms]
+        engines = [
+            DecisionEngine(
+                LlamaRuntime(llm), scheme, model_sha256=model.sha256, calibration=temperatures, cache=StateCache(budget)
+            )
+            for llm in llms
+        ]
         identity = build_identity(
-            model_file=path.name, model_sha256=model.sha256,
+            model_file=path.name,
+            model_sha256=model.sha256,
             model_name=settings.model_name or meta.get("general.name") or path.stem,
-            image_digest=settings.image_digest, llama_cpp_build=settings.llama_cpp_build,
-            instance_types=settings.instance_types, threads=int(llms[0].context_params.n_threads),
-            gpu_layers=runtime_settings.n_gpu_layers, order_debias=settings.order_debias,
-            calibration={"source": "manifest" if calibration else "identity", "temperature": temperatures},
-            template_source=template.source,
+            image_digest=settings.image_digest,
+            llama_cpp_build=settings.llama_cpp_build,
+            instance_types=settings.instance_types,
+            threads=int(llms[0].context_params.n_threads),
+            gpu_layers=runtime_settings.n_gpu_layers,
+            order_debias=settings.order_debias,
+            calibration=calibration_identity(scheme, temperatures),
+            scheme=scheme.name,
         )
-        return cls(settings, runtime_settings, engines, llms, model, identity)
+        return cls(
+            settings=settings,
+            runtime_settings=runtime_settings,
+            engines=engines,
+            llms=llms,
+            model=model,
+            identity=identity,
+        )
 
     @staticmethod
     def _cache_budget(settings: AdapterSettings, llm: Any) -> int:
@@ -148,23 +171,51 @@ class ModelService:
                 result: dict[str, Any] = engine.rt.llm.create_chat_completion(
                     messages=[m.model_dump(exclude_none=True) for m in request.messages],
                     max_tokens=request.max_completion_tokens or request.max_tokens or 256,
-                    temperature=request.temperature, top_p=request.top_p, stop=request.stop, seed=request.seed)
+                    temperature=request.temperature,
+                    top_p=request.top_p,
+                    stop=request.stop,
+                    seed=request.seed,
+                )
             finally:
                 engine.rt.forget()  # generation moved the KV cache; the engine must not trust its units
             return result
+
         return self.run(complete)
 
     def metrics(self) -> dict[str, Any]:
         caches = [e.counters() for e in self.engines]
         totals = {k: sum(c[k] for c in caches) for k in caches[0]} if caches else {}
-        return {"decisions": self.counters.decisions, "chats": self.counters.chats,
-                "rejected_overload": self.counters.rejected_overload, "errors": self.counters.errors,
-                "admitted_now": self.admission.admitted, "admission_limit": self.admission.limit,
-                "state_cache": totals}
+        return {
+            "decisions": self.counters.decisions,
+            "chats": self.counters.chats,
+            "rejected_overload": self.counters.rejected_overload,
+            "errors": self.counters.errors,
+            "admitted_now": self.admission.admitted,
+            "admission_limit": self.admission.limit,
+            "state_cache": totals,
+        }
 
     def close(self) -> None:
         for llm in self.llms:
             llm.close()
+
+
+def make_scheme(meta: dict[str, str], settings: AdapterSettings, *, bos_text: str, eos_text: str) -> PromptScheme:
+    """The scheme the GGUF declares, else this project's generic prompt in the model's chat template."""
+    add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
+    template = build_template(
+        meta.get("tokenizer.chat_template"), bos_text=bos_text, eos_text=eos_text, add_bos=add_bos
+    )
+    return GenericScheme(template, order_debias=settings.order_debias, debias_max_options=settings.debias_max_options)
+
+
+def calibration_identity(scheme: PromptScheme, manifest_temperatures: dict[str, float] | None) -> dict[str, Any]:
+    if manifest_temperatures is not None:
+        return {"source": "manifest", "temperature": manifest_temperatures}
+    describe = getattr(scheme, "describe_temperatures", None)
+    if describe is not None:
+        return {"source": "gguf", "temperature": describe()}
+    return {"source": "identity", "temperature": dict.fromkeys(QUESTION_TYPES, 1.0)}
 
 
 def _token_text(llm: Any, which: str) -> str:

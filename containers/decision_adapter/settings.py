@@ -29,26 +29,51 @@ class SettingsError(ValueError):
 class AdapterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DECISION_", frozen=True, extra="ignore")
 
-    model_dir: Path = Field(Path("/opt/ml/model"), description="Where SageMaker unpacks model.tar.gz; searched two levels deep.")
+    model_dir: Path = Field(
+        Path("/opt/ml/model"), description="Where SageMaker unpacks model.tar.gz; searched two levels deep."
+    )
     host: str = Field("0.0.0.0", description="Bind address.")  # noqa: S104 - SageMaker reaches the container on its own interface
     port: int = Field(
-        8080, ge=1, le=65535, validation_alias=AliasChoices("SAGEMAKER_BIND_TO_PORT", "DECISION_PORT"),
+        8080,
+        ge=1,
+        le=65535,
+        validation_alias=AliasChoices("SAGEMAKER_BIND_TO_PORT", "DECISION_PORT"),
         description="Listening port; SageMaker's SAGEMAKER_BIND_TO_PORT wins.",
     )
-    max_concurrency: int = Field(1, ge=1, le=16, description="Model contexts evaluating at once (each holds its own KV cache).")
-    max_queue: int = Field(16, ge=0, le=10_000, description="Requests that may wait for a context; past it, 429 at once.")
+    max_concurrency: int = Field(
+        1, ge=1, le=16, description="Model contexts evaluating at once (each holds its own KV cache)."
+    )
+    max_queue: int = Field(
+        16, ge=0, le=10_000, description="Requests that may wait for a context; past it, 429 at once."
+    )
     retry_after_s: int = Field(1, ge=0, le=60, description="Retry-After seconds sent with 429.")
-    max_body_bytes: int = Field(6 * 1024 * 1024, ge=1024, description="Larger bodies get 413 (SageMaker's own limit is 6 MB).")
-    api_key: SecretStr | None = Field(None, description="If set, require Authorization: Bearer <key> (for runs outside SageMaker).")
+    max_body_bytes: int = Field(
+        6 * 1024 * 1024, ge=1024, description="Larger bodies get 413 (SageMaker's own limit is 6 MB)."
+    )
+    api_key: SecretStr | None = Field(
+        None, description="If set, require Authorization: Bearer <key> (for runs outside SageMaker)."
+    )
     order_debias: bool = Field(True, description="Score each question under the given and the reversed option order.")
     debias_max_options: int = Field(
-        26, ge=2, le=255, description="Debias questions with at most this many options; longer lists (two-letter "
-        "codes) are scored once, since their option list dominates the prompt and a second order doubles its cost.")
-    log_text: bool = Field(False, description="Log raw state and instruction text. Off: decision inputs can hold customer data.")
-    state_cache_mb: int | None = Field(None, ge=0, description="Memory for cached state prefixes; default derived from the model.")
+        26,
+        ge=2,
+        le=255,
+        description="Debias questions with at most this many options; longer lists (two-letter "
+        "codes) are scored once, since their option list dominates the prompt and a second order doubles its cost.",
+    )
+    log_text: bool = Field(
+        False, description="Log raw state and instruction text. Off: decision inputs can hold customer data."
+    )
+    state_cache_mb: int | None = Field(
+        None, ge=0, description="Memory for cached state prefixes; default derived from the model."
+    )
     image_digest: str = Field("", description="The image digest, set by the stack, reported in run identity.")
-    expected_model_sha256: str = Field("", description="If set, the GGUF must have this sha256 (in addition to its manifest).")
-    instance_types: str = Field("", description="Instance types the variant may run on, set by the stack, for run identity.")
+    expected_model_sha256: str = Field(
+        "", description="If set, the GGUF must have this sha256 (in addition to its manifest)."
+    )
+    instance_types: str = Field(
+        "", description="Instance types the variant may run on, set by the stack, for run identity."
+    )
     llama_cpp_build: str = Field("", description="llama.cpp build of the image's library, set by the Dockerfile.")
     model_name: str = Field("", description="Name served in /v1/models and responses; default the GGUF's general.name.")
     drain_timeout_s: int = Field(25, ge=0, le=300, description="On SIGTERM, how long in-flight requests may finish.")
@@ -73,9 +98,15 @@ class RuntimeSettings:
 
     def llama_kwargs(self, n_ctx_train: int) -> dict[str, Any]:
         return {
-            "n_ctx": self.n_ctx or min(n_ctx_train, DEFAULT_MAX_CTX), "n_threads": self.n_threads, "n_threads_batch": self.n_threads_batch,
-            "n_batch": self.n_batch, "n_ubatch": self.n_ubatch, "n_gpu_layers": self.n_gpu_layers,
-            "main_gpu": self.main_gpu, "flash_attn": self.flash_attn, "use_mlock": self.use_mlock,
+            "n_ctx": self.n_ctx or min(n_ctx_train, DEFAULT_MAX_CTX),
+            "n_threads": self.n_threads,
+            "n_threads_batch": self.n_threads_batch,
+            "n_batch": self.n_batch,
+            "n_ubatch": self.n_ubatch,
+            "n_gpu_layers": self.n_gpu_layers,
+            "main_gpu": self.main_gpu,
+            "flash_attn": self.flash_attn,
+            "use_mlock": self.use_mlock,
             "use_mmap": self.use_mmap,
         }
 
@@ -86,6 +117,7 @@ def _int(lo: int, hi: int) -> Callable[[str], int]:
         if not lo <= n <= hi:
             raise ValueError(f"must be between {lo} and {hi}")
         return n
+
     return parse
 
 
@@ -120,7 +152,7 @@ def runtime_from_env(env: Mapping[str, str] | None = None) -> RuntimeSettings:
     for key in sorted(env):
         if not key.startswith(SM_PREFIX):
             continue
-        name, raw = key[len(SM_PREFIX):], env[key]
+        name, raw = key[len(SM_PREFIX) :], env[key]
         if name == "NO_MMAP":
             try:
                 values["use_mmap"] = not _bool(raw)

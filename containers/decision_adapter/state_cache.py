@@ -82,6 +82,12 @@ class StateCache:
             self._bytes = 0
 
     def counters(self) -> dict[str, int]:
-        return {"entries": len(self._items), "bytes_held": self._bytes, "budget_bytes": self.budget_bytes,
-                "hits": self.stats.hits, "misses": self.stats.misses, "evictions": self.stats.evictions,
-                "rejected_too_large": self.stats.rejected_too_large}
+        return {
+            "entries": len(self._items),
+            "bytes_held": self._bytes,
+            "budget_bytes": self.budget_bytes,
+            "hits": self.stats.hits,
+            "misses": self.stats.misses,
+            "evictions": self.stats.evictions,
+            "rejected_too_large": self.stats.rejected_too_large,
+        }

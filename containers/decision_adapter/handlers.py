@@ -1,0 +1,141 @@
+"""What the routes do with a decision or chat request: run it on the model service, map failures to the
+error table, build the response with its run identity, and write one structured log line per request
+(never the raw state or instruction text unless DECISION_LOG_TEXT is on)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from fastapi.responses import JSONResponse, Response
+
+from .contract import DEFAULT_MODEL_ALIAS
+from .engine import DecisionOutcome, TokenBudgetExceeded, answer_json
+from .errors import ModelNotServed, Overloaded, ServerFault, TokenBudget
+from .runtime import RuntimeFailure
+from .schemas import ChatCompletionRequest, DecisionRequest
+from .service import ModelService
+
+log = logging.getLogger("decision_adapter.requests")
+IDENTITY_LOGGED = (
+    "model_sha256",
+    "model_file",
+    "llama_cpp_python",
+    "llama_cpp_build",
+    "image_digest",
+    "prompt_template",
+    "calibration",
+    "order_debias",
+)
+
+
+async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response:
+    if body.model not in _served_names(s):
+        raise ModelNotServed(f"model {body.model!r} is not served here; use one of {sorted(_served_names(s))}")
+    request_id = uuid.uuid4().hex
+    t0 = time.perf_counter()
+    try:
+        outcome = await s.decide(body)
+    except TokenBudgetExceeded as e:
+        _log_rejection(request_id, route, 413, "token_budget_exceeded")
+        raise TokenBudget(str(e)) from None
+    except Overloaded:
+        s.counters.rejected_overload += 1
+        _log_rejection(request_id, route, 429, "overload_rejected")
+        raise
+    except RuntimeFailure as e:
+        s.counters.errors += 1
+        _log_rejection(request_id, route, 500, "runtime_failure")
+        raise ServerFault(f"the model runtime failed: {e}", retry_after=1) from None
+    latency_ms = (time.perf_counter() - t0) * 1e3
+    s.counters.decisions += 1
+    answers = {qid: answer_json(outcome.answers[qid], q) for qid, q in body.questions.items()}
+    run = {**s.identity, "request_id": request_id, "state_source": outcome.state_source}
+    result = {
+        "model": s.model_name,
+        "answers": answers,
+        "usage": {"input_tokens": outcome.input_tokens, "output_tokens": 0},
+        "x_run": run,
+        "x_timing_ms": {**outcome.timings_ms, "total": round(latency_ms, 2)},
+        "x_evaluated_tokens": outcome.evaluated_tokens,
+    }
+    _log_decision(s, body, outcome, answers, request_id=request_id, route=route, latency_ms=latency_ms)
+    return JSONResponse(result)
+
+
+def _log_decision(
+    s: ModelService,
+    body: DecisionRequest,
+    outcome: DecisionOutcome,
+    answers: dict[str, Any],
+    *,
+    request_id: str,
+    route: str,
+    latency_ms: float,
+) -> None:
+    questions = []
+    for qid, answer in answers.items():
+        item: dict[str, Any] = {
+            "id": qid,
+            "type": answer["type"],
+            "margin": answer["x_margin"],
+            "options_sha256": answer["x_options_sha256"],
+        }
+        if answer["type"] == "noul":
+            item["noul"] = round(answer["noul"], 4)
+        else:
+            item["choice" if answer["type"] == "choice" else "score"] = answer.get("choice", answer.get("score"))
+            item["confidence"] = round(answer["confidence"], 4)
+        if s.settings.log_text:
+            item["instructions"] = body.questions[qid].instructions
+        questions.append(item)
+    line: dict[str, Any] = {
+        "event": "decision",
+        "request_id": request_id,
+        "route": route,
+        "status": 200,
+        "latency_ms": round(latency_ms, 2),
+        "input_tokens": outcome.input_tokens,
+        "state_source": outcome.state_source,
+        "questions": questions,
+        "identity": {
+            k: s.identity[k]
+            for k in (
+                "model_sha256",
+                "model_file",
+                "llama_cpp_python",
+                "llama_cpp_build",
+                "image_digest",
+                "prompt_template",
+                "calibration",
+                "order_debias",
+            )
+        },
+    }
+    if s.settings.log_text:
+        line["state"] = body.state
+    log.info(json.dumps(line, ensure_ascii=False, default=str))
+
+
+async def chat(s: ModelService, body: ChatCompletionRequest) -> Response:
+    try:
+        result = await s.chat(body)
+    except Overloaded:
+        s.counters.rejected_overload += 1
+        _log_rejection("-", "chat", 429, "overload_rejected")
+        raise
+    except ValueError as e:  # llama-cpp-python's "Requested tokens exceed context window"
+        raise TokenBudget(f"{e} (context budget {s.engines[0].rt.n_ctx} tokens)") from None
+    s.counters.chats += 1
+    return JSONResponse(result)
+
+
+def _served_names(s: ModelService) -> set[str]:
+    return {DEFAULT_MODEL_ALIAS, s.model_name, s.identity["model_file"], s.identity["model_file"].removesuffix(".gguf")}
+
+
+def _log_rejection(request_id: str, route: str, status: int, event: str) -> None:
+    log.warning(json.dumps({"event": event, "request_id": request_id, "route": route, "status": status}))
