@@ -30,6 +30,7 @@ from .errors import (
     UnsupportedShape,
     error_response,
 )
+from .gguf_metadata import DecisionMetadataError
 from .manifest import ChecksumMismatch
 from .model_files import ModelNotFound
 from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
@@ -93,7 +94,7 @@ def create_app(
                 )
             )
             raise
-        except (ModelNotFound, SettingsError) as e:
+        except (ModelNotFound, SettingsError, DecisionMetadataError) as e:
             log.error(json.dumps({"event": "model_not_loaded", "message": str(e)}))
             raise
         log.info(json.dumps({"event": "ready", "identity": app.state.service.identity}))

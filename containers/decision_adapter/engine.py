@@ -84,12 +84,14 @@ class DecisionEngine:
         model_sha256: str,
         calibration: dict[str, float] | None,
         cache: StateCache,
+        reuse_states: bool = True,
     ) -> None:
         self.rt = runtime
         self.scheme = scheme
         self.model_sha256 = model_sha256
         self.calibration = calibration  # the manifest's temperatures; None: the scheme's own
         self.cache = cache
+        self.reuse_states = reuse_states
         self._label_tokens: dict[str, int] = {}
         self._units_of_text: dict[str, Unit] = {}
         self._prefix_snapshot: tuple[tuple[Unit, ...], bytes] | None = None
@@ -98,7 +100,7 @@ class DecisionEngine:
     def decide(self, request: DecisionRequest) -> DecisionOutcome:
         t0 = time.perf_counter()
         prefix = self._prefix_units(request.state)
-        plans = {qid: self._plan(q) for qid, q in request.questions.items()}
+        plans = {qid: self._plan(qid, q, request.state) for qid, q in request.questions.items()}
         prefix_len = sum(len(u) for u in prefix)
         longest = max(len(p.suffix) + len(p.codes[0]) - 1 for plan in plans.values() for p in plan.passes)
         if prefix_len + longest > self.rt.n_ctx:
@@ -148,10 +150,10 @@ class DecisionEngine:
             units.append(cached)
         return tuple(units)
 
-    def _plan(self, question: AnyQuestion) -> DecisionEngine._Plan:
+    def _plan(self, qid: str, question: AnyQuestion, state: Text) -> DecisionEngine._Plan:
         options = options_of(question)
         passes = []
-        for spec in self.scheme.passes(question, options):
+        for spec in self.scheme.passes(question, options, qid=qid, state=state):
             codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
             if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
                 raise RuntimeFailure("labels of one question must all be one token or all be two")
@@ -167,20 +169,23 @@ class DecisionEngine:
 
     # -- evaluation
     def _load_prefix(self, prefix: tuple[Unit, ...]) -> str:
-        if self.rt.units[: len(prefix)] == list(prefix):
+        if not self.reuse_states:
+            self.rt.forget()
+        elif self.rt.units[: len(prefix)] == list(prefix):
             return "resident"
         flat = tuple(t for u in prefix for t in u)
         key = prefix_key(self.model_sha256, self.scheme.version, flat)
-        snap = self.cache.get(key, flat) if self.cache.budget_bytes else None
+        caching = bool(self.cache.budget_bytes) and self.reuse_states
+        snap = self.cache.get(key, flat) if caching else None
         if snap is not None:
             self.rt.restore(prefix, snap.data)
             self._prefix_snapshot = (prefix, snap.data)
             return "cache"
         self._eval(list(prefix))
-        if self.cache.budget_bytes or not self.rt.partial_rewind:
+        if caching or not self.rt.partial_rewind:
             data = self.rt.snapshot()
             self._prefix_snapshot = (prefix, data)
-            if self.cache.budget_bytes:
+            if caching:
                 self.cache.put(key, Snapshot(flat, data))
         return "computed"
 

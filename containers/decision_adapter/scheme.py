@@ -46,7 +46,7 @@ class PromptScheme(Protocol):
 
     def prefix_texts(self, state: Text) -> list[str]: ...
 
-    def passes(self, question: AnyQuestion, options: list[Option]) -> list[PassSpec]: ...
+    def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]: ...
 
     def combine(self, logprobs: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]: ...
 
@@ -81,7 +81,7 @@ class GenericScheme:
     def prefix_texts(self, state: Text) -> list[str]:
         return [self.template.header, self.template.state_part(state)]
 
-    def passes(self, question: AnyQuestion, options: list[Option]) -> list[PassSpec]:
+    def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]:
         n = len(options)
         orders = [list(range(n))]
         if self.order_debias and n <= self.debias_max_options:

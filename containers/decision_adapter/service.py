@@ -19,6 +19,8 @@ import anyio
 
 from .engine import DecisionEngine, DecisionOutcome
 from .errors import Overloaded
+from .gguf_metadata import read_decision_metadata
+from .gguf_scheme import scheme_from_metadata
 from .identity import build_identity
 from .manifest import QUESTION_TYPES
 from .model_files import ModelFile, find_gguf, verify_model
@@ -28,10 +30,12 @@ from .schemas import ChatCompletionRequest, DecisionRequest
 from .scheme import GenericScheme, PromptScheme
 from .settings import AdapterSettings, RuntimeSettings
 from .state_cache import StateCache
+from .systemone_template import Tokenize
 
 log = logging.getLogger("decision_adapter.service")
 T = TypeVar("T")
-DEFAULT_CACHE_CONTEXTS = 4  # default state-cache budget: this many full contexts' worth of KV
+DEFAULT_CACHE_CONTEXTS = 2  # default state-cache budget: this many full contexts' worth of KV...
+DEFAULT_CACHE_CAP = 1 << 30  # ...but at most 1 GiB
 
 
 @dataclass
@@ -98,19 +102,32 @@ class ModelService:
         path = find_gguf(settings.model_dir, runtime_settings.model)
         model = verify_model(path, settings.expected_model_sha256)
         vocab = Llama(str(path), vocab_only=True, verbose=False)  # metadata only: cheap
-        arch = vocab.metadata.get("general.architecture", "llama")
-        n_ctx_train = int(vocab.metadata.get(f"{arch}.context_length", 4096))
+        vocab_meta: dict[str, str] = dict(vocab.metadata)
         vocab.close()
+        read_decision_metadata(vocab_meta)  # refuse an unservable decision scheme before loading the weights
+        arch = vocab_meta.get("general.architecture", "llama")
+        n_ctx_train = int(vocab_meta.get(f"{arch}.context_length", 4096))
         kwargs = runtime_settings.llama_kwargs(n_ctx_train)
         llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(settings.max_concurrency)]
         meta: dict[str, str] = dict(llms[0].metadata)
         calibration = model.manifest.calibration if model.manifest and model.manifest.calibration else None
         temperatures = {t: calibration.for_type(t) for t in QUESTION_TYPES} if calibration else None
-        scheme = make_scheme(meta, settings, bos_text=_token_text(llms[0], "bos"), eos_text=_token_text(llms[0], "eos"))
+        scheme = make_scheme(
+            meta,
+            settings,
+            bos_text=_token_text(llms[0], "bos"),
+            eos_text=_token_text(llms[0], "eos"),
+            tokenize=_tokenizer(llms[0]),
+        )
         budget = cls._cache_budget(settings, llms[0])
         engines = [
             DecisionEngine(
-                LlamaRuntime(llm), scheme, model_sha256=model.sha256, calibration=temperatures, cache=StateCache(budget)
+                LlamaRuntime(llm),
+                scheme,
+                model_sha256=model.sha256,
+                calibration=temperatures,
+                cache=StateCache(budget),
+                reuse_states=settings.state_reuse,
             )
             for llm in llms
         ]
@@ -123,7 +140,7 @@ class ModelService:
             instance_types=settings.instance_types,
             threads=int(llms[0].context_params.n_threads),
             gpu_layers=runtime_settings.n_gpu_layers,
-            order_debias=settings.order_debias,
+            order_debias=bool(getattr(scheme, "order_debias", settings.order_debias)),
             calibration=calibration_identity(scheme, temperatures),
             scheme=scheme.name,
         )
@@ -147,7 +164,7 @@ class ModelService:
         heads = int(meta.get(f"{arch}.attention.head_count", kv_heads))
         head_dim = int(meta.get(f"{arch}.embedding_length", 4096)) // max(1, heads)
         per_token = 2 * layers * kv_heads * head_dim * 2  # K and V, f16
-        return DEFAULT_CACHE_CONTEXTS * per_token * int(llm.n_ctx())
+        return min(DEFAULT_CACHE_CAP, DEFAULT_CACHE_CONTEXTS * per_token * int(llm.n_ctx()))
 
     # -- work
     async def run(self, fn: Callable[[DecisionEngine], T]) -> T:
@@ -167,6 +184,7 @@ class ModelService:
 
     def chat(self, request: ChatCompletionRequest) -> Awaitable[dict[str, Any]]:
         def complete(engine: DecisionEngine) -> dict[str, Any]:
+            engine.rt.forget()  # a completion never reuses a decision's KV state (nor the other way round)
             try:
                 result: dict[str, Any] = engine.rt.llm.create_chat_completion(
                     messages=[m.model_dump(exclude_none=True) for m in request.messages],
@@ -200,8 +218,14 @@ class ModelService:
             llm.close()
 
 
-def make_scheme(meta: dict[str, str], settings: AdapterSettings, *, bos_text: str, eos_text: str) -> PromptScheme:
-    """The scheme the GGUF declares, else this project's generic prompt in the model's chat template."""
+def make_scheme(
+    meta: dict[str, str], settings: AdapterSettings, *, bos_text: str, eos_text: str, tokenize: Tokenize
+) -> PromptScheme:
+    """The scheme the GGUF declares (its decision metadata wins), else this project's generic prompt in
+    the model's chat template. Raises DecisionMetadataError for a declared scheme that is not served."""
+    declared = scheme_from_metadata(meta, bos_text=bos_text, eos_text=eos_text, settings=settings, tokenize=tokenize)
+    if declared is not None:
+        return declared
     add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
     template = build_template(
         meta.get("tokenizer.chat_template"), bos_text=bos_text, eos_text=eos_text, add_bos=add_bos
@@ -216,6 +240,13 @@ def calibration_identity(scheme: PromptScheme, manifest_temperatures: dict[str, 
     if describe is not None:
         return {"source": "gguf", "temperature": describe()}
     return {"source": "identity", "temperature": dict.fromkeys(QUESTION_TYPES, 1.0)}
+
+
+def _tokenizer(llm: Any) -> Tokenize:
+    def tokenize(text: str) -> list[int]:
+        return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    return tokenize
 
 
 def _token_text(llm: Any, which: str) -> str:

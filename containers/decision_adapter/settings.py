@@ -64,6 +64,11 @@ class AdapterSettings(BaseSettings):
     log_text: bool = Field(
         False, description="Log raw state and instruction text. Off: decision inputs can hold customer data."
     )
+    state_reuse: bool = Field(
+        True,
+        description="Reuse evaluated states across requests (resident KV and the state cache). Off: every request "
+        "computes its state from scratch (for comparisons).",
+    )
     state_cache_mb: int | None = Field(
         None, ge=0, description="Memory for cached state prefixes; default derived from the model."
     )

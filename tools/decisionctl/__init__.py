@@ -1,0 +1,1 @@
+"""decisionctl: the operator tools for decision endpoints (decide, package-model, evaluate, bench)."""

@@ -1,0 +1,235 @@
+"""Side-by-side benchmarks of the decision adapter on the bundled SmolLM2 model.
+
+Every number is a ratio of two things measured in the same run, alternating, on the same machine
+(the machines are shared and noisy; absolute times are printed for context only). Run:
+
+    .venv/bin/python benchmarks/adapter_bench.py [--quick] [--out benchmarks/results.json]
+
+Adapters run as processes through the `serve` entrypoint (tests/conftest.py's launcher), each with
+the settings its comparison needs; raw llama-cpp-python runs in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import MODEL_DIR, MODEL_FILE, AdapterProcess, start_adapter  # noqa: E402
+
+TICKET = ("Hello, I was charged twice for my March invoice (order #4471) and the refund I was promised last week "
+          "still has not arrived. I have emailed three times and called once. ")
+LONG_STATE = TICKET * 8  # about 600 tokens with the header
+NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
+CHOICE = {"type": "choice", "instructions": "Which team should handle this ticket?",
+          "criteria": {"Billing": "Payments, invoices, refunds", "Technical": "Bugs, outages, log-in problems",
+                       "Sales": "Pricing, upgrades, new contracts"}}
+SCORE = {"type": "score", "instructions": "How frustrated is the customer?",
+         "criteria": ["Calm", "Frustrated", "Very angry"]}
+EIGHT = {f"q{i}": q for i, q in enumerate([NOUL, CHOICE, SCORE] * 3) if i < 8}
+
+
+def post(adapter: AdapterProcess, body: dict[str, Any], route: str = "/v1/systemone") -> tuple[float, dict[str, Any]]:
+    t0 = time.perf_counter()
+    r = httpx.post(adapter.url + route, json=body, timeout=600)
+    dt = time.perf_counter() - t0
+    r.raise_for_status()
+    return dt, r.json()
+
+
+def median_of(fn: Callable[[], float], n: int) -> float:
+    return statistics.median(fn() for _ in range(n))
+
+
+def alternate(a: Callable[[], float], b: Callable[[], float], n: int) -> tuple[float, float]:
+    """Medians of a and b, measured alternately so that noise hits both."""
+    xs, ys = [], []
+    for _ in range(n):
+        xs.append(a())
+        ys.append(b())
+    return statistics.median(xs), statistics.median(ys)
+
+
+def rss_mb(adapter: AdapterProcess) -> float:
+    return float(psutil.Process(adapter.proc.pid).memory_info().rss) / 2**20
+
+
+def bench_overhead_and_generation(tmp: Path, n: int) -> dict[str, Any]:
+    """Adapter latency for one question vs raw llama-cpp-python eval of the same tokens; decision vs a chat
+    completion that writes the label, on the same prompt."""
+    import llama_cpp
+    from llama_cpp import Llama
+
+    from decision_adapter.prompt import SYSTEM_PROMPT, build_template, options_of, question_text
+    from decision_adapter.schemas import ChoiceQuestion
+
+    out: dict[str, Any] = {}
+    plain = start_adapter(tmp / "plain", env={"DECISION_ORDER_DEBIAS": "false", "DECISION_STATE_REUSE": "false"})
+    debiased = start_adapter(tmp / "debiased", env={"DECISION_STATE_REUSE": "false"})
+    try:
+        body = {"state": TICKET, "questions": {"team": CHOICE}}
+        llm = Llama(str(MODEL_DIR / MODEL_FILE), n_ctx=8192, n_threads=2, verbose=False)
+        template = build_template(llm.metadata["tokenizer.chat_template"], bos_text="", eos_text="", add_bos=False)
+        question = ChoiceQuestion.model_validate(CHOICE)
+        suffix_body = question_text(question, [0, 1, 2], options_of(question))
+        text = template.header + template.state_part(TICKET) + template.suffix(suffix_body)
+        tokens = llm.tokenize(text.encode(), add_bos=False, special=True)
+
+        def raw() -> float:
+            t0 = time.perf_counter()
+            llm.reset()
+            llm.eval(tokens)
+            llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+            return time.perf_counter() - t0
+
+        adapter_s, raw_s = alternate(lambda: post(plain, body)[0], raw, n)
+        llm.close()
+        out["overhead"] = {"adapter_s": adapter_s, "raw_eval_s": raw_s, "ratio": adapter_s / raw_s,
+                           "prompt_tokens": len(tokens), "target": "<= 1.15"}
+        user = f"State:\n{TICKET}\n\n{suffix_body}"
+        chat = {"messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+                "max_tokens": 4, "temperature": 0}
+        decision_s, chat_s = alternate(lambda: post(plain, body)[0], lambda: post(plain, chat, "/v1/chat/completions")[0], n)
+        debiased_s = median_of(lambda: post(debiased, body)[0], n)
+        out["decision_vs_generation"] = {"decision_s": decision_s, "decision_debiased_s": debiased_s,
+                                         "chat_completion_s": chat_s, "ratio": decision_s / chat_s,
+                                         "ratio_debiased": debiased_s / chat_s, "target": "<= 1.0 (debias off)"}
+    finally:
+        plain.stop()
+        debiased.stop()
+    return out
+
+
+def bench_shared_state(tmp: Path, n: int) -> dict[str, Any]:
+    adapter = start_adapter(tmp / "shared", env={"DECISION_STATE_REUSE": "false"})
+    try:
+        one = {"state": LONG_STATE, "questions": {"q0": NOUL}}
+        eight = {"state": LONG_STATE, "questions": EIGHT}
+        t1, t8 = alternate(lambda: post(adapter, one)[0], lambda: post(adapter, eight)[0], n)
+        tokens = post(adapter, one)[1]["usage"]["input_tokens"]
+        separately = sum(post(adapter, {"state": LONG_STATE, "questions": {k: q}})[0] for k, q in EIGHT.items())
+        return {"one_question_s": t1, "eight_questions_s": t8, "ratio": t8 / t1, "state_tokens_approx": tokens,
+                "eight_separate_requests_ratio": separately / t1, "target": "<= 2.0"}
+    finally:
+        adapter.stop()
+
+
+def bench_serial_tail(tmp: Path, count: int) -> dict[str, Any]:
+    adapter = start_adapter(tmp / "tail")
+    try:
+        lat = []
+        for i in range(count):
+            state = f"Ticket {i}: " + TICKET.replace("March", ["March", "April", "May", "June"][i % 4])
+            qs = {"refund": NOUL, "team": CHOICE, "anger": SCORE}
+            lat.append(post(adapter, {"state": state, "questions": qs})[0])
+        lat.sort()
+        p50, p95 = statistics.median(lat), lat[int(0.95 * (len(lat) - 1))]
+        return {"requests": count, "p50_s": p50, "p95_s": p95, "ratio": p95 / p50, "target": "<= 1.5"}
+    finally:
+        adapter.stop()
+
+
+def bench_memory(tmp: Path, count: int) -> dict[str, Any]:
+    adapter = start_adapter(tmp / "memory", env={"DECISION_STATE_CACHE_MB": "0"})
+    try:
+        after: dict[int, float] = {}
+        for i in range(1, count + 1):
+            post(adapter, {"state": f"Ticket {i}: {TICKET}", "questions": {"refund": NOUL, "team": CHOICE}})
+            if i in (10, count):
+                after[i] = rss_mb(adapter)
+        return {"rss_after_10_mb": after[10], f"rss_after_{count}_mb": after[count],
+                "ratio": after[count] / after[10], "target": "<= 1.10"}
+    finally:
+        adapter.stop()
+
+
+def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> dict[str, Any]:
+    """A new question on an already-seen state (restored from the cache) vs the first request for that state;
+    and resident memory against the cache budget over many distinct states."""
+    adapter = start_adapter(tmp / "cache", env={"DECISION_STATE_CACHE_MB": "256"})
+    out: dict[str, Any] = {}
+    try:
+        firsts, agains, residents = [], [], []
+        for i in range(n):
+            seen = f"Case {i}. {LONG_STATE}"
+            other = f"Other case {i}. {LONG_STATE}"
+            firsts.append(post(adapter, {"state": seen, "questions": {"refund": NOUL}})[0])
+            post(adapter, {"state": other, "questions": {"refund": NOUL}})  # moves the KV cache away from `seen`
+            dt, body = post(adapter, {"state": seen, "questions": {"team": CHOICE}})
+            assert body["x_run"]["state_source"] == "cache", body["x_run"]["state_source"]
+            agains.append(dt)
+            dt, body = post(adapter, {"state": seen, "questions": {"anger": SCORE}})
+            assert body["x_run"]["state_source"] == "resident"
+            residents.append(dt)
+        first, again, resident = (statistics.median(x) for x in (firsts, agains, residents))
+        out["new_question_on_seen_state"] = {"first_request_s": first, "from_cache_s": again, "resident_s": resident,
+                                             "ratio_cache": again / first, "ratio_resident": resident / first,
+                                             "target": "<= 0.15"}
+    finally:
+        adapter.stop()
+    budget_mb = 32
+    adapter = start_adapter(tmp / "cache-memory", env={"DECISION_STATE_CACHE_MB": str(budget_mb)})
+    try:
+        post(adapter, {"state": "warm-up", "questions": {"refund": NOUL}})
+        base = rss_mb(adapter)
+        for i in range(mem_requests):
+            post(adapter, {"state": f"State {i % mem_states}: {TICKET}", "questions": {"refund": NOUL}})
+        grown = rss_mb(adapter) - base
+        counters = httpx.get(adapter.url + "/metrics", timeout=10).json()["state_cache"]
+        out["cache_memory"] = {"requests": mem_requests, "distinct_states": mem_states, "budget_mb": budget_mb,
+                               "rss_growth_mb": grown, "ratio_to_budget": grown / budget_mb, "counters": counters,
+                               "target": "growth <= budget * 1.10"}
+    finally:
+        adapter.stop()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for BENCHMARKS.md)")
+    parser.add_argument("--only", nargs="*", help="run only these sections")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.json")
+    args = parser.parse_args()
+    n = 3 if args.quick else 9
+    sections: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "overhead+generation": lambda t: bench_overhead_and_generation(t, n),
+        "shared_state": lambda t: {"shared_state": bench_shared_state(t, n)},
+        "serial_tail": lambda t: {"serial_tail": bench_serial_tail(t, 20 if args.quick else 100)},
+        "memory": lambda t: {"memory": bench_memory(t, 50 if args.quick else 500)},
+        "state_cache": lambda t: bench_state_cache(t, n, 100 if args.quick else 1000, 20 if args.quick else 200),
+    }
+    results: dict[str, Any] = {"machine": {"cpu": _cpu(), "logical_cpus": psutil.cpu_count()},
+                               "model": MODEL_FILE, "quick": args.quick}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, fn in sections.items():
+            if args.only and name not in args.only:
+                continue
+            t0 = time.perf_counter()
+            part = fn(Path(tmp) / name)
+            results.update(part)
+            print(f"{name} ({time.perf_counter() - t0:.0f} s): {json.dumps(part, indent=1)}", flush=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _cpu() -> str:
+    from decision_adapter.identity import cpu_model
+
+    return cpu_model()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

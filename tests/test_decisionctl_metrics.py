@@ -1,0 +1,156 @@
+"""The arithmetic behind `evaluate`: metrics, thresholds, temperature fitting, the labeled format and the log.
+
+Hand-made predictions stand in for an endpoint here on purpose: these tests check formulas against
+numbers worked out by hand, and that the fit recovers a temperature known in advance. The endpoint
+itself is exercised in test_decisionctl_evaluate.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from importlib import resources
+
+import pytest
+from decisionctl import calibration, metrics
+from decisionctl.cases import CaseError, Prediction, load_cases, parse_case, prediction_from_response
+from decisionctl.evaluate import PredictionLog
+
+
+def pred(pid: str, probs: list[float], expected: int, qtype: str = "choice", temperature: float = 1.0) -> Prediction:
+    options = ["yes", "no"] if qtype == "noul" else [f"o{i}" for i in range(len(probs))]
+    predicted = (0 if probs[0] >= 0.5 else 1) if qtype == "noul" else max(range(len(probs)), key=lambda i: probs[i])
+    return Prediction(pid, qtype, options, probs, expected, predicted, probs[predicted], None, temperature, "", 0.0)
+
+
+def test_brier_ece_and_macro_f1_by_hand() -> None:
+    preds = [pred("a", [0.9, 0.1], 0), pred("b", [0.8, 0.2], 1), pred("c", [0.3, 0.7], 1), pred("d", [0.35, 0.65], 0)]
+    # Brier: sum over options of (p - y)^2, mean over cases
+    assert metrics.brier(preds) == pytest.approx((0.02 + 1.28 + 0.18 + 0.845) / 4)
+    # confidences 0.9, 0.8, 0.7, 0.65 fall in bins 9, 8, 7, 6, one case each: |acc - conf| = 0.1, 0.8, 0.3, 0.65
+    assert metrics.ece(preds) == pytest.approx((0.1 + 0.8 + 0.3 + 0.65) / 4)
+    # o0: tp 1, fp 1, fn 1 -> 0.5; o1: tp 1, fp 1, fn 1 -> 0.5
+    assert metrics.macro_f1(preds) == pytest.approx(0.5)
+    assert metrics.accuracy(preds) == 0.5
+
+
+def test_ece_bins_are_half_open_and_one_lands_in_the_last() -> None:
+    bins = metrics.reliability_bins([pred("a", [1.0, 0.0], 0), pred("b", [0.5, 0.5], 1), pred("c", [0.1, 0.9], 1)])
+    assert [b.count for b in bins] == [0, 0, 0, 0, 0, 1, 0, 0, 0, 2]
+    assert bins[5].accuracy == 0.0 and bins[9].accuracy == 1.0
+
+
+def test_noul_predicts_yes_at_one_half_with_confidence_max_p() -> None:
+    case = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": False})
+    p = prediction_from_response(case, {"answers": {"q": {"type": "noul", "noul": 0.5}}}, 0.1)
+    assert (p.predicted_index, p.confidence, p.correct) == (0, 0.5, False)
+    p = prediction_from_response(case, {"answers": {"q": {"type": "noul", "noul": 0.2}},
+                                        "x_run": {"calibration": {"temperature": {"noul": 1.5}}}}, 0.1)
+    assert (p.predicted_index, p.confidence, p.correct, p.temperature) == (1, 0.8, True, 1.5)
+
+
+def test_recommendation_picks_the_lowest_threshold_meeting_the_target_with_support() -> None:
+    high = [pred(f"h{i}", [0.95, 0.05], 0) for i in range(6)]  # all right
+    mid = [pred(f"m{i}", [0.7, 0.3], 0 if i < 3 else 1) for i in range(5)]  # 3 of 5 right
+    low = [pred(f"l{i}", [0.55, 0.45], 1) for i in range(5)]  # all wrong
+    rec = metrics.recommend(high + mid + low, 0.9, min_support=5)
+    assert rec["automate_at_or_above"] == 0.75 and rec["automate"]["cases"] == 6
+    assert rec["review_band"] == [0.6, 0.75] and rec["review"]["cases"] == 5
+    assert rec["abstain_below"] == 0.6 and rec["abstain"]["cases"] == 5
+    assert metrics.recommend(mid + low, 0.9)["automate_at_or_above"] is None
+
+
+def test_fit_recovers_a_known_temperature() -> None:
+    """Served probabilities are softmax(s); labels are drawn from softmax(s / 2): the fit must find T close to 2."""
+    rng = random.Random(7)
+    preds = []
+    for i in range(3000):
+        scores = [rng.gauss(0, 3) for _ in range(3)]
+        served = calibration.sharpen([math.exp(s) for s in scores], 1.0)
+        truth = calibration.sharpen(served, 0.5)
+        label = rng.choices(range(3), weights=truth)[0]
+        preds.append(pred(f"c{i}", served, label))
+    result = calibration.fit(preds, holdout=0.5, seed=1)
+    assert result["per_type"]["choice"]["applied"] and not result["per_type"]["choice"]["at_search_bound"]
+    assert result["per_type"]["choice"]["temperature"] == pytest.approx(2.0, rel=0.1)
+    assert result["improved"] and result["heldout_ece_after"] < result["heldout_ece_before"] / 2
+    block = calibration.to_calibration(result, {"cases_file": "synthetic"})
+    assert block.for_type("choice") == pytest.approx(2.0, rel=0.1) and block.for_type("noul") == 1.0
+
+
+def test_fit_is_relative_to_the_temperature_in_force() -> None:
+    """With T0 = 2 already applied, an exponent a means T = T0 / a."""
+    rng = random.Random(3)
+    preds = []
+    for i in range(2000):
+        served = calibration.sharpen([rng.random() + 1e-3 for _ in range(2)], 4.0)
+        label = rng.choices(range(2), weights=calibration.sharpen(served, 0.5))[0]
+        preds.append(pred(f"n{i}", served, label, qtype="noul", temperature=2.0))
+    per_type = calibration.fit(preds, holdout=0.3, seed=0)["per_type"]["noul"]
+    assert per_type["temperature_before"] == 2.0
+    assert per_type["fitted_temperature"] == pytest.approx(2.0 / per_type["exponent"])
+    assert per_type["fitted_temperature"] == pytest.approx(4.0, rel=0.15)
+
+
+def test_split_is_seeded_and_per_type() -> None:
+    preds = [pred(f"c{i}", [0.6, 0.4], 0) for i in range(10)] + [pred(f"n{i}", [0.6, 0.4], 0, "noul") for i in range(5)]
+    fit_a, held_a = calibration.split(preds, 0.4, seed=5)
+    _, held_b = calibration.split(list(reversed(preds)), 0.4, seed=5)
+    assert [p.id for p in held_a] == [p.id for p in held_b]
+    assert sorted(p.type for p in held_a) == ["choice"] * 4 + ["noul"] * 2
+    assert {p.id for p in fit_a} | {p.id for p in held_a} == {p.id for p in preds}
+
+
+def test_golden_section_finds_a_minimum() -> None:
+    assert calibration.golden_section(lambda x: (x - 0.3) ** 2, -2, 2) == pytest.approx(0.3, abs=1e-4)
+
+
+def test_labeled_file_errors_name_the_line(tmp_path) -> None:
+    good = {"id": "a", "state": "s", "question": {"type": "score", "criteria": ["lo", "hi"]}, "expected": 1}
+    cases = [
+        ({**good, "expected": 2}, "line 2: a score case expects a level index 0..1"),
+        ({**good, "expected": True}, "line 2: a score case expects a level index"),
+        ({**good, "question": {"type": "choice", "criteria": {"x": None, "y": None}}, "expected": "z"},
+         "line 2: expected 'z' is not one of the options"),
+        ({**good, "question": {"type": "noul"}, "expected": "yes"}, "line 2: a noul case expects true or false"),
+        (good, "line 2: duplicate case id 'a'"),
+    ]
+    for bad, message in cases:
+        path = tmp_path / "cases.jsonl"
+        path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(CaseError, match=message):
+            load_cases(path)
+
+
+def test_the_shipped_example_set_is_valid_and_covers_every_type() -> None:
+    path = resources.files("decisionctl").joinpath("data/examples.jsonl")
+    cases = load_cases(path)  # type: ignore[arg-type]
+    counts = {t: sum(c.type == t for c in cases) for t in ("noul", "choice", "score")}
+    assert len(cases) >= 40 and min(counts.values()) >= 12
+
+
+def test_prediction_log_cuts_a_line_torn_by_a_kill(tmp_path) -> None:
+    log = PredictionLog(tmp_path / "predictions.jsonl")
+    log.append({"id": "a", "x": 1})
+    with log.path.open("a") as f:
+        f.write('{"id": "b", "x"')  # what a SIGKILL in the middle of a write leaves
+    assert list(log.load()) == ["a"]
+    log.append({"id": "c", "x": 3})
+    assert list(log.load()) == ["a", "c"]
+
+
+def test_a_temperature_that_does_not_lower_its_types_heldout_ece_is_not_applied() -> None:
+    """Fit part: always right at 0.6 (the fit sharpens); held-out part: right half the time (sharpening hurts)."""
+    template = [pred(f"n{i:02d}", [0.6, 0.4], 0, "noul", temperature=1.5) for i in range(20)]
+    _, held = calibration.split(template, 0.4, seed=0)
+    held_ids = {p.id for p in held}
+    flip = sorted(held_ids)[: len(held_ids) // 2]
+    preds = [pred(p.id, [0.6, 0.4], 1 if p.id in flip else 0, "noul", temperature=1.5) for p in template]
+    result = calibration.fit(preds, holdout=0.4, seed=0)
+    noul = result["per_type"]["noul"]
+    assert noul["fitted_temperature"] < 1.5 / 5  # the fit part asks for much sharper probabilities
+    assert noul["heldout_ece_after"] > noul["heldout_ece_before"]
+    assert not noul["applied"] and noul["temperature"] == 1.5  # so the temperature in force is kept
+    assert not result["improved"] and result["heldout_ece_after"] == pytest.approx(result["heldout_ece_before"])
+    assert calibration.to_calibration(result, {}).for_type("noul") == 1.5

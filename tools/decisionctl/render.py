@@ -1,0 +1,137 @@
+"""Plain-text tables for the terminal: answers, evaluation metrics, calibration and bench results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def answers(response: Mapping[str, Any]) -> str:
+    """One row per question: the chosen option, every probability (highest first), confidence."""
+    rows = []
+    for qid, a in response.get("answers", {}).items():
+        qtype = a.get("type")
+        if qtype == "noul":
+            p = float(a["noul"])
+            rows.append([qid, "noul", "yes" if p >= 0.5 else "no", f"yes {p:.3f}  no {1 - p:.3f}", "-"])
+            continue
+        probs = a.get("probabilities", {})
+        legend = a.get("legend", {})
+        ordered = sorted(probs.items(), key=lambda kv: -float(kv[1]))
+        shown = "  ".join(f"{legend.get(k, k)} {float(v):.3f}" for k, v in ordered[:6])
+        if len(ordered) > 6:
+            shown += f"  (+{len(ordered) - 6} more)"
+        if qtype == "score":
+            mode = max(probs, key=lambda k: float(probs[k])) if probs else ""
+            chosen = f"{a.get('score', 0):.2f} (mode {legend.get(mode, mode)})"
+        else:
+            chosen = str(a.get("choice"))
+        rows.append([qid, qtype, chosen, shown, num(a.get("confidence"))])
+    return table(["question", "type", "answer", "probabilities", "confidence"], rows)
+
+
+def evaluation(results: Mapping[str, Any]) -> str:
+    m = results["metrics"]
+    rows = [[name, s["cases"], pct(s["accuracy"]), num(s.get("macro_f1")), num(s["brier"]), num(s["ece"]),
+             num(s["mean_confidence"])] for name, s in m.items()]
+    parts = [table(["", "cases", "accuracy", "macro-F1", "Brier", "ECE", "mean conf"], rows)]
+    cov = results["coverage"]["overall"]
+    parts.append("\nCoverage and accuracy when acting only at confidence >= threshold (all types):")
+    parts.append(table(["threshold", "covered", "coverage", "accuracy", "accuracy 95% low"],
+                       [[f"{r['threshold']:.2f}", r["covered"], pct(r["coverage"]), pct(r["accuracy"]),
+                         pct(r["accuracy_lower95"])] for r in cov if r["threshold"] >= 0.3 or r["threshold"] == 0]))
+    parts.append("")
+    for name, rec in results["recommendation"].items():
+        parts.append(recommendation(name, rec))
+    return "\n".join(parts)
+
+
+def recommendation(name: str, rec: Mapping[str, Any]) -> str:
+    target = rec["target_accuracy"]
+    if rec["automate_at_or_above"] is None:
+        head = (f"{name}: no threshold reaches {pct(target)} accuracy on at least {rec['min_support']} cases; "
+                "automate nothing")
+    else:
+        a = rec["automate"]
+        head = (f"{name}: automate at confidence >= {rec['automate_at_or_above']:.2f} "
+                f"({a['cases']} cases, {pct(a['coverage'])} coverage, {pct(a['accuracy'])} right, "
+                f"95% lower bound {pct(a['accuracy_lower95'])})")
+    if rec["review_band"] is None:
+        where = " below it" if rec["automate_at_or_above"] is not None else ""
+        tail = (f"; no band of at least {rec['min_support']} cases{where} is right {pct(rec['review_accuracy'])} "
+                "of the time: abstain on the rest")
+    else:
+        lo, hi = rec["review_band"]
+        review = rec["review"]
+        tail = (f"; review [{lo:.2f}, {hi:.2f}) ({review['cases']} cases, {pct(review['accuracy'])} right)"
+                f"; abstain below {lo:.2f} ({rec['abstain']['cases']} cases)")
+    return head + tail
+
+
+def calibration(fit: Mapping[str, Any]) -> str:
+    rows = []
+    for t, v in fit["per_type"].items():
+        fitted = num(v["fitted_temperature"]) + (" (search bound)" if v["at_search_bound"] else "")
+        verdict = "yes" if v["applied"] else "no: held-out ECE not lower"
+        rows.append([t, v["fit_cases"], v["heldout_cases"], num(v["temperature_before"]), fitted,
+                     num(v["heldout_ece_before"]), num(v["heldout_ece_after"]), num(v["heldout_nll_before"]),
+                     num(v["heldout_nll_after"]), verdict])
+    out = [table(["type", "fit", "held-out", "T in force", "T fitted", "ECE before", "ECE fitted", "NLL before",
+                  "NLL fitted", "applied"], rows)]
+    if any(v["at_search_bound"] for v in fit["per_type"].values()):
+        out.append("A fit at the search bound means the scores of that type carry little usable signal on these cases.")
+    before, after = num(fit["heldout_ece_before"]), num(fit["heldout_ece_after"])
+    verdict = "calibration lowered it." if fit["improved"] else "calibration did NOT lower the held-out ECE."
+    out.append(f"Held-out ECE ({fit['heldout_cases']} cases): {before} before, {after} after: {verdict}")
+    return "\n".join(out)
+
+
+def bench(targets: Sequence[Mapping[str, Any]]) -> str:
+    """One row per concurrency level, targets side by side under their labels (and instance types)."""
+    headers: list[str] = ["concurrency"]
+    groups: list[tuple[int, str]] = []  # (first column, title) of each target's columns
+    for t in targets:
+        has_cost = any(lv.get("cost_per_1000") is not None for lv in t["levels"])
+        title = t["label"] + (f" ({t['instance_type']})" if t.get("instance_type") else "")
+        groups.append((len(headers), title))
+        headers += ["req/s", "p50 s", "p95 s", "p99 s", "429", "errors"]
+        if has_cost:
+            headers.append(f"{t.get('currency') or 'USD'}/1k")
+    rows = []
+    for c in sorted({lv["concurrency"] for t in targets for lv in t["levels"]}):
+        row: list[Any] = [c]
+        for t in targets:
+            has_cost = any(x.get("cost_per_1000") is not None for x in t["levels"])
+            lv = next((x for x in t["levels"] if x["concurrency"] == c), None)
+            if lv is None:
+                row += ["-"] * (7 if has_cost else 6)
+                continue
+            lat = lv["latency_s"]
+            row += [num(lv["throughput_per_s"], 2), num(lat["p50"]), num(lat["p95"]), num(lat["p99"]),
+                    pct(lv["rate_429"]), pct(lv["error_rate"])]
+            if has_cost:
+                row.append(num(lv.get("cost_per_1000"), 4))
+        rows.append(row)
+    body = table(headers, rows)
+    widths = [len(cell) for cell in body.splitlines()[1].split("  ")]
+    starts = [sum(widths[:i]) + 2 * i for i in range(len(widths))]
+    title_line = ""
+    for column, title in groups:
+        title_line = title_line.ljust(starts[column]) + ("| " if title_line else "") + title
+    return title_line + "\n" + body

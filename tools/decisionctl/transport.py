@@ -1,0 +1,211 @@
+"""Getting one decision body to an endpoint and its reply back: a local URL or a SageMaker endpoint.
+
+A transport sends once and reports what came back (status, body, Retry-After, latency); whether to
+try again is `send_with_retries`'s job, so `bench` can send without retrying and see every 429.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+DEFAULT_ROUTE = "/v1/systemone"
+DEFAULT_TIMEOUT_S = 70.0  # SageMaker gives /invocations 60 s; a little more so its own error arrives first
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+TRANSPORT_ERROR = 0  # the status recorded when no HTTP answer came back (refused, reset, timed out)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one attempt got back. `status` is TRANSPORT_ERROR when no HTTP answer arrived."""
+
+    status: int
+    body: bytes
+    latency_s: float
+    retry_after_s: float | None = None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def retryable(self) -> bool:
+        return self.status == TRANSPORT_ERROR or self.status in RETRYABLE_STATUSES
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def describe_error(self) -> str:
+        """One line for an operator: the API's error_type and message, or the 422 detail list."""
+        if self.status == TRANSPORT_ERROR:
+            return f"no answer: {self.error}"
+        try:
+            detail = self.json().get("detail")
+        except (ValueError, AttributeError):
+            detail = None
+        if isinstance(detail, dict):
+            return f"HTTP {self.status} {detail.get('error_type', '?')}: {detail.get('message', '')}"
+        if isinstance(detail, list):
+            parts = [f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg', '')}"
+                     for d in detail if isinstance(d, dict)]
+            return f"HTTP {self.status} invalid request: " + "; ".join(parts)
+        return f"HTTP {self.status}: {self.body[:200].decode('utf-8', 'replace')}"
+
+
+class Transport(Protocol):
+    label: str
+
+    def send(self, body: Mapping[str, Any]) -> Reply: ...
+
+    def close(self) -> None: ...
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+class HttpTransport:
+    """POST to a running adapter (or any System One server) over HTTP."""
+
+    def __init__(self, base_url: str, *, route: str = DEFAULT_ROUTE, api_key: str | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, max_connections: int = 16) -> None:
+        self.url = base_url.rstrip("/") + "/" + route.lstrip("/")
+        self.label = base_url
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._client = httpx.Client(headers=headers, timeout=timeout_s, limits=limits)
+
+    def send(self, body: Mapping[str, Any]) -> Reply:
+        payload = json.dumps(body).encode("utf-8")
+        start = time.perf_counter()
+        try:
+            response = self._client.post(self.url, content=payload)
+        except httpx.HTTPError as exc:
+            return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+        return Reply(response.status_code, response.content, time.perf_counter() - start,
+                     retry_after_s=parse_retry_after(response.headers.get("Retry-After")))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+# SageMaker's own error codes for invoke_endpoint, as the HTTP status they stand for.
+_SAGEMAKER_ERROR_STATUS = {
+    "ThrottlingException": 429,
+    "ServiceUnavailable": 503,
+    "ModelNotReadyException": 503,
+    "InternalFailure": 500,
+    "InternalDependencyException": 502,
+    "ValidationError": 400,
+    "AccessDeniedException": 403,
+}
+
+
+class SageMakerTransport:
+    """invoke_endpoint on a SageMaker real-time endpoint; the container's /invocations takes the decision body.
+
+    botocore's own retries are switched off so that `send_with_retries` (and `bench`) see every rejection.
+    """
+
+    def __init__(self, endpoint_name: str, *, region: str | None = None, client: Any = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, max_connections: int = 16) -> None:
+        self.endpoint_name = endpoint_name
+        self.label = f"sagemaker:{endpoint_name}"
+        if client is None:
+            import boto3
+            from botocore.config import Config
+
+            config = Config(retries={"total_max_attempts": 1}, read_timeout=timeout_s, connect_timeout=10,
+                            max_pool_connections=max_connections)
+            client = boto3.client("sagemaker-runtime", region_name=region, config=config)
+        self._client = client
+
+    def send(self, body: Mapping[str, Any]) -> Reply:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        payload = json.dumps(body).encode("utf-8")
+        start = time.perf_counter()
+        try:
+            response = self._client.invoke_endpoint(EndpointName=self.endpoint_name, ContentType="application/json",
+                                                    Accept="application/json", Body=payload)
+            content = response["Body"].read()
+        except ClientError as exc:
+            return _reply_from_client_error(exc.response, time.perf_counter() - start)
+        except BotoCoreError as exc:
+            return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+        return Reply(200, content, time.perf_counter() - start)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _reply_from_client_error(error: Mapping[str, Any], latency_s: float) -> Reply:
+    """A ModelError carries the container's own status and body; SageMaker's errors map by code."""
+    code = str(error.get("Error", {}).get("Code", ""))
+    message = str(error.get("Error", {}).get("Message", ""))
+    headers = error.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    retry_after = parse_retry_after(headers.get("retry-after"))
+    if code == "ModelError":
+        status = int(error.get("OriginalStatusCode") or 502)
+        original = str(error.get("OriginalMessage") or message)
+        return Reply(status, original.encode("utf-8"), latency_s, retry_after_s=retry_after)
+    status = _SAGEMAKER_ERROR_STATUS.get(code, int(error.get("ResponseMetadata", {}).get("HTTPStatusCode") or 500))
+    body = json.dumps({"detail": {"error_type": code or "sagemaker_error", "message": message}}).encode("utf-8")
+    return Reply(status, body, latency_s, retry_after_s=retry_after)
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with full jitter; a server's Retry-After is waited out first."""
+
+    max_attempts: int = 5
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, reply: Reply) -> float:
+        """Seconds to wait after `attempt` (1-based) failed with `reply`."""
+        if reply.retry_after_s is not None:
+            # the server said when; a little jitter (a quarter of it at most) spreads the herd
+            return min(reply.retry_after_s * (1 + 0.25 * self.rng.random()), self.max_delay_s * 4)
+        return self.rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
+
+
+def send_with_retries(transport: Transport, body: Mapping[str, Any], policy: RetryPolicy | None = None,
+                      on_retry: Callable[[int, Reply, float], None] | None = None) -> tuple[Reply, int]:
+    """Send, retrying overload (429/503), timeouts and other 5xx; never a 4xx. Returns the last reply and attempts."""
+    policy = policy or RetryPolicy()
+    attempt = 0
+    while True:
+        attempt += 1
+        reply = transport.send(body)
+        if reply.ok or not reply.retryable or attempt >= policy.max_attempts:
+            return reply, attempt
+        wait = policy.delay(attempt, reply)
+        if on_retry is not None:
+            on_retry(attempt, reply, wait)
+        policy.sleep(wait)
