@@ -29,15 +29,26 @@ sys.path.insert(0, str(ROOT))
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, AdapterProcess, start_adapter  # noqa: E402
 
-TICKET = ("Hello, I was charged twice for my March invoice (order #4471) and the refund I was promised last week "
-          "still has not arrived. I have emailed three times and called once. ")
+TICKET = (
+    "Hello, I was charged twice for my March invoice (order #4471) and the refund I was promised last week "
+    "still has not arrived. I have emailed three times and called once. "
+)
 LONG_STATE = TICKET * 8  # about 600 tokens with the header
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
-CHOICE = {"type": "choice", "instructions": "Which team should handle this ticket?",
-          "criteria": {"Billing": "Payments, invoices, refunds", "Technical": "Bugs, outages, log-in problems",
-                       "Sales": "Pricing, upgrades, new contracts"}}
-SCORE = {"type": "score", "instructions": "How frustrated is the customer?",
-         "criteria": ["Calm", "Frustrated", "Very angry"]}
+CHOICE = {
+    "type": "choice",
+    "instructions": "Which team should handle this ticket?",
+    "criteria": {
+        "Billing": "Payments, invoices, refunds",
+        "Technical": "Bugs, outages, log-in problems",
+        "Sales": "Pricing, upgrades, new contracts",
+    },
+}
+SCORE = {
+    "type": "score",
+    "instructions": "How frustrated is the customer?",
+    "criteria": ["Calm", "Frustrated", "Very angry"],
+}
 EIGHT = {f"q{i}": q for i, q in enumerate([NOUL, CHOICE, SCORE] * 3) if i < 8}
 
 
@@ -70,10 +81,9 @@ def bench_overhead_and_generation(tmp: Path, n: int) -> dict[str, Any]:
     """Adapter latency for one question vs raw llama-cpp-python eval of the same tokens; decision vs a chat
     completion that writes the label, on the same prompt."""
     import llama_cpp
-    from llama_cpp import Llama
-
     from decision_adapter.prompt import SYSTEM_PROMPT, build_template, options_of, question_text
     from decision_adapter.schemas import ChoiceQuestion
+    from llama_cpp import Llama
 
     out: dict[str, Any] = {}
     plain = start_adapter(tmp / "plain", env={"DECISION_ORDER_DEBIAS": "false", "DECISION_STATE_REUSE": "false"})
@@ -96,16 +106,31 @@ def bench_overhead_and_generation(tmp: Path, n: int) -> dict[str, Any]:
 
         adapter_s, raw_s = alternate(lambda: post(plain, body)[0], raw, n)
         llm.close()
-        out["overhead"] = {"adapter_s": adapter_s, "raw_eval_s": raw_s, "ratio": adapter_s / raw_s,
-                           "prompt_tokens": len(tokens), "target": "<= 1.15"}
+        out["overhead"] = {
+            "adapter_s": adapter_s,
+            "raw_eval_s": raw_s,
+            "ratio": adapter_s / raw_s,
+            "prompt_tokens": len(tokens),
+            "target": "<= 1.15",
+        }
         user = f"State:\n{TICKET}\n\n{suffix_body}"
-        chat = {"messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
-                "max_tokens": 4, "temperature": 0}
-        decision_s, chat_s = alternate(lambda: post(plain, body)[0], lambda: post(plain, chat, "/v1/chat/completions")[0], n)
+        chat = {
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+            "max_tokens": 4,
+            "temperature": 0,
+        }
+        decision_s, chat_s = alternate(
+            lambda: post(plain, body)[0], lambda: post(plain, chat, "/v1/chat/completions")[0], n
+        )
         debiased_s = median_of(lambda: post(debiased, body)[0], n)
-        out["decision_vs_generation"] = {"decision_s": decision_s, "decision_debiased_s": debiased_s,
-                                         "chat_completion_s": chat_s, "ratio": decision_s / chat_s,
-                                         "ratio_debiased": debiased_s / chat_s, "target": "<= 1.0 (debias off)"}
+        out["decision_vs_generation"] = {
+            "decision_s": decision_s,
+            "decision_debiased_s": debiased_s,
+            "chat_completion_s": chat_s,
+            "ratio": decision_s / chat_s,
+            "ratio_debiased": debiased_s / chat_s,
+            "target": "<= 1.0 (debias off)",
+        }
     finally:
         plain.stop()
         debiased.stop()
@@ -120,8 +145,14 @@ def bench_shared_state(tmp: Path, n: int) -> dict[str, Any]:
         t1, t8 = alternate(lambda: post(adapter, one)[0], lambda: post(adapter, eight)[0], n)
         tokens = post(adapter, one)[1]["usage"]["input_tokens"]
         separately = sum(post(adapter, {"state": LONG_STATE, "questions": {k: q}})[0] for k, q in EIGHT.items())
-        return {"one_question_s": t1, "eight_questions_s": t8, "ratio": t8 / t1, "state_tokens_approx": tokens,
-                "eight_separate_requests_ratio": separately / t1, "target": "<= 2.0"}
+        return {
+            "one_question_s": t1,
+            "eight_questions_s": t8,
+            "ratio": t8 / t1,
+            "state_tokens_approx": tokens,
+            "eight_separate_requests_ratio": separately / t1,
+            "target": "<= 2.0",
+        }
     finally:
         adapter.stop()
 
@@ -149,8 +180,12 @@ def bench_memory(tmp: Path, count: int) -> dict[str, Any]:
             post(adapter, {"state": f"Ticket {i}: {TICKET}", "questions": {"refund": NOUL, "team": CHOICE}})
             if i in (10, count):
                 after[i] = rss_mb(adapter)
-        return {"rss_after_10_mb": after[10], f"rss_after_{count}_mb": after[count],
-                "ratio": after[count] / after[10], "target": "<= 1.10"}
+        return {
+            "rss_after_10_mb": after[10],
+            f"rss_after_{count}_mb": after[count],
+            "ratio": after[count] / after[10],
+            "target": "<= 1.10",
+        }
     finally:
         adapter.stop()
 
@@ -174,9 +209,14 @@ def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> 
             assert body["x_run"]["state_source"] == "resident"
             residents.append(dt)
         first, again, resident = (statistics.median(x) for x in (firsts, agains, residents))
-        out["new_question_on_seen_state"] = {"first_request_s": first, "from_cache_s": again, "resident_s": resident,
-                                             "ratio_cache": again / first, "ratio_resident": resident / first,
-                                             "target": "<= 0.15"}
+        out["new_question_on_seen_state"] = {
+            "first_request_s": first,
+            "from_cache_s": again,
+            "resident_s": resident,
+            "ratio_cache": again / first,
+            "ratio_resident": resident / first,
+            "target": "<= 0.15",
+        }
     finally:
         adapter.stop()
     budget_mb = 32
@@ -188,9 +228,15 @@ def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> 
             post(adapter, {"state": f"State {i % mem_states}: {TICKET}", "questions": {"refund": NOUL}})
         grown = rss_mb(adapter) - base
         counters = httpx.get(adapter.url + "/metrics", timeout=10).json()["state_cache"]
-        out["cache_memory"] = {"requests": mem_requests, "distinct_states": mem_states, "budget_mb": budget_mb,
-                               "rss_growth_mb": grown, "ratio_to_budget": grown / budget_mb, "counters": counters,
-                               "target": "growth <= budget * 1.10"}
+        out["cache_memory"] = {
+            "requests": mem_requests,
+            "distinct_states": mem_states,
+            "budget_mb": budget_mb,
+            "rss_growth_mb": grown,
+            "ratio_to_budget": grown / budget_mb,
+            "counters": counters,
+            "target": "growth <= budget * 1.10",
+        }
     finally:
         adapter.stop()
     return out
@@ -210,8 +256,11 @@ def main() -> int:
         "memory": lambda t: {"memory": bench_memory(t, 50 if args.quick else 500)},
         "state_cache": lambda t: bench_state_cache(t, n, 100 if args.quick else 1000, 20 if args.quick else 200),
     }
-    results: dict[str, Any] = {"machine": {"cpu": _cpu(), "logical_cpus": psutil.cpu_count()},
-                               "model": MODEL_FILE, "quick": args.quick}
+    results: dict[str, Any] = {
+        "machine": {"cpu": _cpu(), "logical_cpus": psutil.cpu_count()},
+        "model": MODEL_FILE,
+        "quick": args.quick,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for name, fn in sections.items():
             if args.only and name not in args.only:

@@ -101,19 +101,7 @@ def _log_decision(
         "input_tokens": outcome.input_tokens,
         "state_source": outcome.state_source,
         "questions": questions,
-        "identity": {
-            k: s.identity[k]
-            for k in (
-                "model_sha256",
-                "model_file",
-                "llama_cpp_python",
-                "llama_cpp_build",
-                "image_digest",
-                "prompt_template",
-                "calibration",
-                "order_debias",
-            )
-        },
+        "identity": {k: s.identity[k] for k in IDENTITY_LOGGED},
     }
     if s.settings.log_text:
         line["state"] = body.state

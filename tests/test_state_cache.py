@@ -1,0 +1,120 @@
+"""Issue 6: states kept warm across requests. Answers served from a cached or resident state equal
+answers computed from scratch, whatever the order of requests and evictions, also under concurrency."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from decision_adapter.state_cache import Snapshot, StateCache, prefix_key
+
+from .conftest import AdapterProcess, start_adapter
+
+STATES = [
+    "I was charged twice for my March invoice and want the duplicate payment refunded.",
+    "The sign-in page rejects my password even after a reset; I am locked out of my account. " * 2,
+    {"subject": "Upgrade", "body": "We want to move 40 seats to the enterprise plan next month.", "seats": 40},
+    ["Order #88 arrived broken.", "The box was crushed.", "I want a replacement, not a refund."],
+    "Our API returns 502 errors for every request since the deploy at 09:00 UTC; production is down. " * 3,
+]
+QUESTIONS = {
+    "refund": {"type": "noul", "instructions": "Is the customer asking for money back?"},
+    "team": {
+        "type": "choice",
+        "instructions": "Which team should handle this?",
+        "criteria": {"Billing": "Payments", "Support": "Account access", "Sales": "Plans", "Engineering": "Outages"},
+    },
+    "urgency": {"type": "score", "instructions": "How urgent is it?", "criteria": ["Low", "Medium", "High"]},
+    "human": {"type": "noul", "instructions": "Should a human review this?", "criteria": {"true": "Money is involved"}},
+}
+
+
+def test_lru_evicts_least_recently_used_within_budget() -> None:
+    cache = StateCache(budget_bytes=250)
+    snaps = {name: Snapshot((i,), bytes(100)) for i, name in enumerate("abc")}
+    for name, snap in snaps.items():
+        assert cache.put(name, snap)
+        if name == "b":
+            assert cache.get("a", (0,)) is not None  # a is now more recent than b
+    assert cache.get("b", (1,)) is None and cache.get("a", (0,)) is not None and cache.get("c", (2,)) is not None
+    assert cache.bytes_held == 200 and cache.stats.evictions == 1
+    assert not cache.put("huge", Snapshot((9,), bytes(300)))
+    assert cache.get("a", (99,)) is None  # same key, other tokens (a collision) is never served
+
+
+def test_prefix_key_depends_on_model_template_and_tokens() -> None:
+    base = prefix_key("m", "t", [1, 2, 3])
+    assert base != prefix_key("m2", "t", [1, 2, 3]) != prefix_key("m", "t2", [1, 2, 3])
+    assert base != prefix_key("m", "t", [1, 2, 4]) and base == prefix_key("m", "t", (1, 2, 3))
+
+
+def _probabilities(body: dict) -> dict[str, list[float]]:
+    out = {}
+    for qid, a in body["answers"].items():
+        out[qid] = [a["noul"]] if a["type"] == "noul" else list(a["probabilities"].values())
+    return out
+
+
+def _ask(adapter: AdapterProcess, state: object, qids: list[str]) -> dict:
+    r = httpx.post(
+        f"{adapter.url}/v1/systemone", json={"state": state, "questions": {q: QUESTIONS[q] for q in qids}}, timeout=300
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.model
+def test_cached_answers_equal_uncached_over_a_random_sequence_with_evictions(tmp_path: Path, model_copy: Path) -> None:
+    cached = start_adapter(tmp_path / "cached", model_dir=model_copy, env={"DECISION_STATE_CACHE_MB": "6"})
+    fresh = start_adapter(tmp_path / "fresh", model_dir=model_copy, env={"DECISION_STATE_REUSE": "false"})
+    try:
+        rng = random.Random(6)
+        sources = []
+        for _ in range(50):
+            state = rng.randrange(len(STATES))
+            qids = rng.sample(sorted(QUESTIONS), rng.randint(1, 2))
+            a, b = _ask(cached, STATES[state], qids), _ask(fresh, STATES[state], qids)
+            sources.append(a["x_run"]["state_source"])
+            assert b["x_run"]["state_source"] == "computed"
+            for qid, probs in _probabilities(a).items():
+                assert probs == pytest.approx(_probabilities(b)[qid], abs=1e-6), (qid, a["x_run"]["state_source"])
+        counters = httpx.get(f"{cached.url}/metrics", timeout=10).json()["state_cache"]
+        assert {"cache", "computed", "resident"} <= set(sources), sources
+        assert counters["evictions"] > 0 and counters["hits"] > 0
+        assert counters["bytes_held"] <= counters["budget_bytes"] == 6 * 1024 * 1024
+    finally:
+        cached.stop()
+        fresh.stop()
+
+
+@pytest.mark.model
+def test_concurrent_requests_on_the_same_state_stay_correct(tmp_path: Path, model_copy: Path) -> None:
+    shared = start_adapter(
+        tmp_path / "shared",
+        model_dir=model_copy,
+        env={"DECISION_MAX_CONCURRENCY": "2", "DECISION_STATE_CACHE_MB": "16"},
+    )
+    fresh = start_adapter(tmp_path / "fresh", model_dir=model_copy, env={"DECISION_STATE_REUSE": "false"})
+    try:
+        jobs = [(i % 2, [sorted(QUESTIONS)[i % len(QUESTIONS)]]) for i in range(8)]
+        expected = [_probabilities(_ask(fresh, STATES[s], q)) for s, q in jobs]
+        got: dict[int, dict] = {}
+
+        def run(i: int) -> None:
+            s, q = jobs[i]
+            got[i] = _probabilities(_ask(shared, STATES[s], q))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i, want in enumerate(expected):
+            for qid, probs in want.items():
+                assert got[i][qid] == pytest.approx(probs, abs=1e-6)
+    finally:
+        shared.stop()
+        fresh.stop()
