@@ -33,7 +33,7 @@ TICKET = (
     "Hello, I was charged twice for my March invoice (order #4471) and the refund I was promised last week "
     "still has not arrived. I have emailed three times and called once. "
 )
-LONG_STATE = TICKET * 8  # about 600 tokens with the header
+LONG_STATE = TICKET * 14  # about 600 tokens
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
 CHOICE = {
     "type": "choice",
@@ -222,7 +222,7 @@ def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> 
     budget_mb = 32
     adapter = start_adapter(tmp / "cache-memory", env={"DECISION_STATE_CACHE_MB": str(budget_mb)})
     try:
-        post(adapter, {"state": "warm-up", "questions": {"refund": NOUL}})
+        post(adapter, {"state": f"State warm-up: {TICKET}", "questions": {"refund": NOUL}})  # same length as the rest
         base = rss_mb(adapter)
         for i in range(mem_requests):
             post(adapter, {"state": f"State {i % mem_states}: {TICKET}", "questions": {"refund": NOUL}})
@@ -242,6 +242,59 @@ def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> 
     return out
 
 
+ORDER_STATES = [
+    "I was charged twice for my March invoice and want the duplicate payment refunded.",
+    "The sign-in page rejects my password even after a reset; I am locked out.",
+    "We would like a quote for moving 40 seats to the enterprise plan.",
+    "Every API call has returned 502 since this morning's deploy; production is down.",
+]
+ORDER_QUESTION = {
+    "Billing": "Payments and refunds",
+    "Account access": "Passwords and sign-in",
+    "Sales": "Plans and quotes",
+    "Engineering": "Outages and errors",
+}
+
+
+def bench_order_bias(tmp: Path) -> dict[str, Any]:
+    """The effect of order-debiasing: each question is asked under every rotation of its option order.
+    Reported per setting: the mean total-variation distance between the distributions of one question
+    under different orders (0 = order does not matter), how often the chosen option changes with the
+    order, and the mean probability given to whatever option sits in the first slot."""
+    out: dict[str, Any] = {}
+    names = list(ORDER_QUESTION)
+    for label, env in (("debias_off", {"DECISION_ORDER_DEBIAS": "false"}), ("debias_on", {})):
+        adapter = start_adapter(tmp / label, env=env)
+        try:
+            tvs, flips, first_mass = [], [], []
+            for state in ORDER_STATES:
+                dists, choices = [], []
+                for r in range(len(names)):
+                    order = names[r:] + names[:r]
+                    q = {
+                        "type": "choice",
+                        "instructions": "Which team should handle this?",
+                        "criteria": {k: ORDER_QUESTION[k] for k in order},
+                    }
+                    probs = post(adapter, {"state": state, "questions": {"q": q}})[1]["answers"]["q"]["probabilities"]
+                    dists.append([probs[k] for k in names])
+                    choices.append(max(probs, key=probs.__getitem__))
+                    first_mass.append(probs[order[0]])
+                for i in range(len(dists)):
+                    for j in range(i + 1, len(dists)):
+                        tvs.append(0.5 * sum(abs(a - b) for a, b in zip(dists[i], dists[j], strict=True)))
+                flips.append(len(set(choices)) > 1)
+            out[label] = {
+                "mean_tv_between_orders": statistics.mean(tvs),
+                "share_of_questions_whose_choice_depends_on_order": sum(flips) / len(flips),
+                "mean_first_slot_probability": statistics.mean(first_mass),
+                "uniform_would_be": 1 / len(names),
+            }
+        finally:
+            adapter.stop()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for BENCHMARKS.md)")
@@ -251,6 +304,7 @@ def main() -> int:
     n = 3 if args.quick else 9
     sections: dict[str, Callable[[Path], dict[str, Any]]] = {
         "overhead+generation": lambda t: bench_overhead_and_generation(t, n),
+        "order_bias": lambda t: {"order_bias": bench_order_bias(t)},
         "shared_state": lambda t: {"shared_state": bench_shared_state(t, n)},
         "serial_tail": lambda t: {"serial_tail": bench_serial_tail(t, 20 if args.quick else 100)},
         "memory": lambda t: {"memory": bench_memory(t, 50 if args.quick else 500)},

@@ -161,6 +161,6 @@ def test_run_identity_is_in_every_response(adapter_url: str) -> None:
     run = body["x_run"]
     assert run["model_sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert run["model_file"] == MODEL_FILE and run["llama_cpp_python"] == "0.3.36"
-    assert run["prompt_template"].startswith("generic-v1/") and run["calibration"]["source"] == "identity"
+    assert run["prompt_template"].startswith("generic-v2/") and run["calibration"]["source"] == "identity"
     assert run["hardware"]["logical_cpus"] >= 1 and run["hardware"]["threads"] >= 1
     assert len(body["answers"]["refund"]["x_options_sha256"]) == 16

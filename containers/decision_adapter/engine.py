@@ -102,7 +102,7 @@ class DecisionEngine:
         prefix = self._prefix_units(request.state)
         plans = {qid: self._plan(qid, q, request.state) for qid, q in request.questions.items()}
         prefix_len = sum(len(u) for u in prefix)
-        longest = max(len(p.suffix) + len(p.codes[0]) - 1 for plan in plans.values() for p in plan.passes)
+        longest = max(len(p.head) + len(p.suffix) + len(p.codes[0]) - 1 for plan in plans.values() for p in plan.passes)
         if prefix_len + longest > self.rt.n_ctx:
             raise TokenBudgetExceeded(prefix_len + longest, self.rt.n_ctx)
         t1 = time.perf_counter()
@@ -129,6 +129,7 @@ class DecisionEngine:
     # -- planning
     @dataclass(frozen=True)
     class _Pass:
+        head: Unit  # shared by the passes of one question (may be empty)
         suffix: Unit
         order: list[int]
         codes: list[tuple[int, ...]]  # label tokens per slot: one, or two for chain-rule codes
@@ -157,7 +158,8 @@ class DecisionEngine:
             codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
             if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
                 raise RuntimeFailure("labels of one question must all be one token or all be two")
-            passes.append(DecisionEngine._Pass(self.rt.tokenize(spec.suffix_text), spec.order, codes))
+            head = self.rt.tokenize(spec.head_text) if spec.head_text else ()
+            passes.append(DecisionEngine._Pass(head, self.rt.tokenize(spec.suffix_text), spec.order, codes))
         return DecisionEngine._Plan(question, options, passes)
 
     def _label_token(self, piece: str) -> int:
@@ -203,9 +205,10 @@ class DecisionEngine:
     def _score(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> tuple[Scored, int]:
         n = len(plan.options)
         per_pass = []
-        evaluated = 0
+        evaluated = len(plan.passes[0].head)
         for p in plan.passes:
-            logprob_by_slot, cost = self._slot_logprobs([*prefix, p.suffix], p.codes)
+            units = [*prefix, p.head, p.suffix] if p.head else [*prefix, p.suffix]
+            logprob_by_slot, cost = self._slot_logprobs(units, p.codes)
             evaluated += len(p.suffix) + cost
             lp = np.empty(n)
             lp[p.order] = logprob_by_slot

@@ -21,7 +21,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from .schemas import ChoiceQuestion, NoulQuestion, ScoreQuestion, Text
 
 log = logging.getLogger("decision_adapter.prompt")
-TEMPLATE_VERSION = "generic-v1"
+TEMPLATE_VERSION = "generic-v2"
 SYSTEM_PROMPT = (
     "You are a careful decision assistant. Read the state, then answer the question by choosing exactly one "
     "of the labelled options. Reply with the option's label only."
@@ -72,23 +72,28 @@ def labels(n: int) -> list[tuple[str, ...]]:
     return [(LETTERS[i // SINGLE_LABEL_MAX], LETTERS[i % SINGLE_LABEL_MAX]) for i in range(n)]
 
 
-def question_text(question: AnyQuestion, order: list[int], options: list[Option]) -> str:
-    """The question suffix's body for one option order (order[j] = index of the option in slot j)."""
-    codes = ["".join(code) for code in labels(len(order))]
-    lines = []
+def question_head(question: AnyQuestion) -> str:
+    """The part of a question that does not depend on the option order: read once, shared by its passes."""
     instructions = render_text(question.instructions)
-    if isinstance(question, NoulQuestion):
-        lines.append(f"Question: {instructions or 'Which answer fits the state?'}")
-    else:
-        lines.append(f"Question: {instructions or 'Which option fits the state best?'}")
+    default = "Which answer fits the state?" if isinstance(question, NoulQuestion) else "Which option fits best?"
+    return f"Question: {instructions or default}\n"
+
+
+def options_block(question: AnyQuestion, order: list[int], options: list[Option]) -> str:
+    """The labelled options for one order (order[slot] = index of the option shown in that slot)."""
+    codes = ["".join(code) for code in labels(len(order))]
     if isinstance(question, ScoreQuestion):
         low, high = codes[order.index(0)], codes[order.index(len(order) - 1)]
-        lines.append(f"Levels ({low} is the lowest, {high} the highest):")
+        lines = [f"Levels ({low} is the lowest, {high} the highest):"]
     else:
-        lines.append("Options:")
+        lines = ["Options:"]
     lines += [f"{codes[slot]}. {options[idx].text}" for slot, idx in enumerate(order)]
-    lines.append("Answer with the label of one option.")
     return "\n".join(lines)
+
+
+def question_text(question: AnyQuestion, order: list[int], options: list[Option]) -> str:
+    """The whole question as the model reads it after the state (head, then options)."""
+    return question_head(question) + options_block(question, order, options)
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,10 @@ class PromptTemplate:
 
     def suffix(self, body: str) -> str:
         return f"{self.between}{body}{self.tail}"
+
+    def question_parts(self, question: AnyQuestion, order: list[int], options: list[Option]) -> tuple[str, str]:
+        """(head, pass text): the head is shared by every order of one question, the rest is per order."""
+        return f"{self.between}{question_head(question)}", f"{options_block(question, order, options)}{self.tail}"
 
 
 def build_template(chat_template: str | None, *, bos_text: str, eos_text: str, add_bos: bool) -> PromptTemplate:

@@ -122,12 +122,12 @@ class LlamaRuntime:
         written = self._lib.llama_state_seq_get_data(ctx, buf, size, 0)
         if written == 0:
             raise RuntimeFailure("llama_state_seq_get_data wrote nothing")
-        return bytes(buf[:written])
+        return ctypes.string_at(buf, written)  # one copy into bytes (slicing a ctypes array builds a list of ints)
 
     def restore(self, units: Sequence[Unit], data: bytes) -> None:
         self._clear()
         ctx = self.llm._ctx.ctx
-        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        buf = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))  # read in place, no copy
         if self._lib.llama_state_seq_set_data(ctx, buf, len(data), 0) == 0:
             self._clear()
             raise RuntimeFailure("llama_state_seq_set_data failed")

@@ -21,7 +21,6 @@ from .prompt import (
     Option,
     PromptTemplate,
     labels,
-    question_text,
 )
 from .schemas import Text
 
@@ -35,6 +34,7 @@ class PassSpec:
     suffix_text: str
     order: list[int]  # order[slot] = index of the option shown in that slot
     codes: list[Code]  # codes[slot] = the label the model answers with for that slot
+    head_text: str = ""  # text before suffix_text shared by all passes of the question (read once)
 
 
 class PromptScheme(Protocol):
@@ -87,9 +87,11 @@ class GenericScheme:
         if self.order_debias and n <= self.debias_max_options:
             orders.append(list(reversed(range(n))))
         codes = labels(n)
-        return [
-            PassSpec(self.template.suffix(question_text(question, order, options)), order, codes) for order in orders
-        ]
+        specs = []
+        for order in orders:
+            head, rest = self.template.question_parts(question, order, options)
+            specs.append(PassSpec(rest, order, codes, head_text=head))
+        return specs
 
     def combine(self, logprobs: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
         return combine_passes(logprobs, "logmean")
