@@ -160,6 +160,9 @@ class DecisionEngine:
                 raise RuntimeFailure("labels of one question must all be one token or all be two")
             head = self.rt.tokenize(spec.head_text) if spec.head_text else ()
             passes.append(DecisionEngine._Pass(head, self.rt.tokenize(spec.suffix_text), spec.order, codes))
+        if len(passes) == 1 and passes[0].head:  # nothing to share: one read instead of two
+            only = passes[0]
+            passes = [DecisionEngine._Pass((), only.head + only.suffix, only.order, only.codes)]
         return DecisionEngine._Plan(question, options, passes)
 
     def _label_token(self, piece: str) -> int:
