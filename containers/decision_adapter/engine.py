@@ -147,6 +147,8 @@ class DecisionEngine:
             if cached is None:
                 cached = self.rt.tokenize(text, add_bos=self.scheme.add_bos and i == 0)
                 if i == 0:
+                    if len(self._units_of_text) >= 8:  # the header rarely changes; never let this grow with states
+                        self._units_of_text.clear()
                     self._units_of_text[text] = cached
             units.append(cached)
         return tuple(units)
