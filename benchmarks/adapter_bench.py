@@ -44,6 +44,7 @@ CHOICE = {
         "Sales": "Pricing, upgrades, new contracts",
     },
 }
+CHOICE_2 = {**CHOICE, "instructions": "Which department owns this case?"}  # same size, another question
 SCORE = {
     "type": "score",
     "instructions": "How frustrated is the customer?",
@@ -205,7 +206,7 @@ def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> 
             dt, body = post(adapter, {"state": seen, "questions": {"team": CHOICE}})
             assert body["x_run"]["state_source"] == "cache", body["x_run"]["state_source"]
             agains.append(dt)
-            dt, body = post(adapter, {"state": seen, "questions": {"anger": SCORE}})
+            dt, body = post(adapter, {"state": seen, "questions": {"dept": CHOICE_2}})
             assert body["x_run"]["state_source"] == "resident"
             residents.append(dt)
         first, again, resident = (statistics.median(x) for x in (firsts, agains, residents))

@@ -8,6 +8,7 @@ and lets in-flight requests finish for up to DECISION_DRAIN_TIMEOUT_S seconds.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import sys
@@ -46,6 +47,17 @@ def configure_logging() -> None:
     logging.getLogger("uvicorn.access").disabled = True  # our own per-request lines replace it
 
 
+def return_freed_memory_to_the_os() -> None:
+    """Evicted state snapshots (megabytes each) must give their memory back: a fixed mmap threshold stops
+    glibc from raising it dynamically and serving such blocks from a heap that never shrinks."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return  # not glibc: nothing to tune
+    m_mmap_threshold = -3
+    libc.mallopt(m_mmap_threshold, 1 << 20)
+
+
 def check() -> int:
     """Smoke test for image builds: the bindings load the image's libllama; no model needed."""
     import llama_cpp
@@ -69,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: serve [--check] (unexpected arguments: {' '.join(args)})", file=sys.stderr)
         return 2
     configure_logging()
+    return_freed_memory_to_the_os()
     log = logging.getLogger("decision_adapter.serve")
     from .settings import SettingsError, load_adapter_settings, runtime_from_env
 
