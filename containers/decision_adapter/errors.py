@@ -6,8 +6,6 @@ Validation failures (422 with `detail[]`) are FastAPI's own and already in the c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fastapi.responses import JSONResponse
 
 
@@ -54,26 +52,21 @@ class ServerFault(AdapterError):
     error_type = "internal_error"
 
 
-@dataclass(frozen=True)
-class ErrorSpec:
-    status: int
-    retryable: bool
-
-
-ERROR_TABLE: dict[type[AdapterError], ErrorSpec] = {
-    AuthenticationError: ErrorSpec(401, retryable=False),
-    ModelNotServed: ErrorSpec(404, retryable=False),
-    UnsupportedShape: ErrorSpec(400, retryable=False),
-    PayloadTooLarge: ErrorSpec(413, retryable=False),
-    TokenBudget: ErrorSpec(413, retryable=False),
-    Overloaded: ErrorSpec(429, retryable=True),
-    NotReady: ErrorSpec(503, retryable=True),
-    ServerFault: ErrorSpec(500, retryable=True),
+# The one table of statuses. 429, 503 and 500 are the ones clients retry; none of them is used for bad input.
+ERROR_STATUS: dict[type[AdapterError], int] = {
+    AuthenticationError: 401,
+    ModelNotServed: 404,
+    UnsupportedShape: 400,
+    PayloadTooLarge: 413,
+    TokenBudget: 413,
+    Overloaded: 429,
+    NotReady: 503,
+    ServerFault: 500,
 }
 
 
 def status_of(err: AdapterError) -> int:
-    return ERROR_TABLE.get(type(err), ErrorSpec(500, retryable=True)).status
+    return ERROR_STATUS.get(type(err), 500)
 
 
 def error_response(err: AdapterError) -> JSONResponse:

@@ -12,7 +12,6 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
-from .contract import DEFAULT_MODEL_ALIAS
 from .engine import DecisionOutcome, TokenBudgetExceeded, answer_json
 from .errors import ModelNotServed, Overloaded, ServerFault, TokenBudget
 from .runtime import RuntimeFailure
@@ -33,8 +32,8 @@ IDENTITY_LOGGED = (
 
 
 async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response:
-    if body.model not in _served_names(s):
-        raise ModelNotServed(f"model {body.model!r} is not served here; use one of {sorted(_served_names(s))}")
+    if body.model not in s.served_names:
+        raise ModelNotServed(f"model {body.model!r} is not served here; use one of {sorted(s.served_names)}")
     request_id = uuid.uuid4().hex
     t0 = time.perf_counter()
     try:
@@ -119,10 +118,6 @@ async def chat(s: ModelService, body: ChatCompletionRequest) -> Response:
         raise TokenBudget(f"{e} (context budget {s.engines[0].rt.n_ctx} tokens)") from None
     s.counters.chats += 1
     return JSONResponse(result)
-
-
-def _served_names(s: ModelService) -> set[str]:
-    return {DEFAULT_MODEL_ALIAS, s.model_name, s.identity["model_file"], s.identity["model_file"].removesuffix(".gguf")}
 
 
 def _log_rejection(request_id: str, route: str, status: int, event: str) -> None:

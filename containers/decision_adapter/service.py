@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from .contract import DEFAULT_MODEL_ALIAS
 from .engine import DecisionEngine, DecisionOutcome
 from .errors import Overloaded
 from .gguf_metadata import read_decision_metadata
@@ -87,6 +88,8 @@ class ModelService:
         self.model = model
         self.identity = identity
         self.model_name = identity["model_name"]
+        model_file: str = identity["model_file"]
+        self.served_names = {DEFAULT_MODEL_ALIAS, self.model_name, model_file, model_file.removesuffix(".gguf")}
         self.counters = Counters()
         self.admission = Admission(len(engines) + settings.max_queue, settings.retry_after_s)
         self._idle: asyncio.Queue[DecisionEngine] = asyncio.Queue()
