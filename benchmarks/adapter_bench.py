@@ -191,35 +191,65 @@ def bench_memory(tmp: Path, count: int) -> dict[str, Any]:
         adapter.stop()
 
 
-def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> dict[str, Any]:
-    """A new question on an already-seen state (restored from the cache) vs the first request for that state;
-    and resident memory against the cache budget over many distinct states."""
-    adapter = start_adapter(tmp / "cache", env={"DECISION_STATE_CACHE_MB": "256"})
+NEW_QUESTIONS = {  # per type: the first request's question, a new one of the same shape, and a third one
+    "noul": (
+        NOUL,
+        {"type": "noul", "instructions": "Is the customer threatening to cancel?"},
+        {"type": "noul", "instructions": "Has the customer contacted support before?"},
+    ),
+    "score": (
+        SCORE,
+        {**SCORE, "instructions": "How urgent is this ticket?"},
+        {**SCORE, "instructions": "How likely is the customer to leave?"},
+    ),
+    "choice": (CHOICE, CHOICE_2, {**CHOICE, "instructions": "Which queue should this ticket go to?"}),
+}
+
+
+def bench_new_question(
+    tmp: Path, n: int, *, debias: bool = True, types: tuple[str, ...] = tuple(NEW_QUESTIONS)
+) -> dict[str, Any]:
+    """Per question type: a new question on an already-seen state, the state restored from the cache, against
+    the first request for that state, which asked a question of the same type and shape. Also a third question
+    on the then resident state (what the cache's restore costs is the difference), and the share of the first
+    request's evaluated tokens that the new question reads (no cache can go below it)."""
+    env = {"DECISION_STATE_CACHE_MB": "256", "DECISION_ORDER_DEBIAS": str(debias).lower()}
+    adapter = start_adapter(tmp / f"cache-debias-{debias}", env=env)
     out: dict[str, Any] = {}
     try:
-        firsts, agains, residents = [], [], []
-        for i in range(n):
-            seen = f"Case {i}. {LONG_STATE}"
-            other = f"Other case {i}. {LONG_STATE}"
-            firsts.append(post(adapter, {"state": seen, "questions": {"refund": NOUL}})[0])
-            post(adapter, {"state": other, "questions": {"refund": NOUL}})  # moves the KV cache away from `seen`
-            dt, body = post(adapter, {"state": seen, "questions": {"team": CHOICE}})
-            assert body["x_run"]["state_source"] == "cache", body["x_run"]["state_source"]
-            agains.append(dt)
-            dt, body = post(adapter, {"state": seen, "questions": {"dept": CHOICE_2}})
-            assert body["x_run"]["state_source"] == "resident"
-            residents.append(dt)
-        first, again, resident = (statistics.median(x) for x in (firsts, agains, residents))
-        out["new_question_on_seen_state"] = {
-            "first_request_s": first,
-            "from_cache_s": again,
-            "resident_s": resident,
-            "ratio_cache": again / first,
-            "ratio_resident": resident / first,
-            "target": "<= 0.15",
-        }
+        for qtype in types:
+            first_q, new_q, third_q = NEW_QUESTIONS[qtype]
+            firsts, agains, residents, shares = [], [], [], []
+            for i in range(n):
+                seen = f"Case {qtype} {i}. {LONG_STATE}"
+                dt, first_body = post(adapter, {"state": seen, "questions": {"first": first_q}})
+                assert first_body["x_run"]["state_source"] == "computed", first_body["x_run"]["state_source"]
+                firsts.append(dt)
+                post(adapter, {"state": f"Other {seen}", "questions": {"first": first_q}})  # moves the KV cache away
+                dt, body = post(adapter, {"state": seen, "questions": {"new": new_q}})
+                assert body["x_run"]["state_source"] == "cache", body["x_run"]["state_source"]
+                agains.append(dt)
+                shares.append(body["x_evaluated_tokens"] / first_body["x_evaluated_tokens"])
+                dt, body = post(adapter, {"state": seen, "questions": {"third": third_q}})
+                assert body["x_run"]["state_source"] == "resident", body["x_run"]["state_source"]
+                residents.append(dt)
+            first, again, resident = (statistics.median(x) for x in (firsts, agains, residents))
+            out[qtype if debias else f"{qtype}_debias_off"] = {
+                "first_request_s": first,
+                "from_cache_s": again,
+                "resident_s": resident,
+                "ratio_cache": again / first,
+                "ratio_resident": resident / first,
+                "token_share": statistics.median(shares),
+                "target": "<= 0.15",
+            }
     finally:
         adapter.stop()
+    return out
+
+
+def bench_cache_memory(tmp: Path, mem_requests: int, mem_states: int) -> dict[str, Any]:
+    """Resident memory against the cache budget over many distinct states."""
     budget_mb = 32
     adapter = start_adapter(tmp / "cache-memory", env={"DECISION_STATE_CACHE_MB": str(budget_mb)})
     try:
@@ -229,7 +259,7 @@ def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> 
             post(adapter, {"state": f"State {i % mem_states}: {TICKET}", "questions": {"refund": NOUL}})
         grown = rss_mb(adapter) - base
         counters = httpx.get(adapter.url + "/metrics", timeout=10).json()["state_cache"]
-        out["cache_memory"] = {
+        return {
             "requests": mem_requests,
             "distinct_states": mem_states,
             "budget_mb": budget_mb,
@@ -240,7 +270,6 @@ def bench_state_cache(tmp: Path, n: int, mem_requests: int, mem_states: int) -> 
         }
     finally:
         adapter.stop()
-    return out
 
 
 ORDER_STATES = [
@@ -309,7 +338,15 @@ def main() -> int:
         "shared_state": lambda t: {"shared_state": bench_shared_state(t, n)},
         "serial_tail": lambda t: {"serial_tail": bench_serial_tail(t, 20 if args.quick else 100)},
         "memory": lambda t: {"memory": bench_memory(t, 50 if args.quick else 500)},
-        "state_cache": lambda t: bench_state_cache(t, n, 100 if args.quick else 1000, 20 if args.quick else 200),
+        "new_question": lambda t: {
+            "new_question_on_seen_state": {
+                **bench_new_question(t, n),
+                **bench_new_question(t, n, debias=False, types=("choice",)),
+            }
+        },
+        "cache_memory": lambda t: {
+            "cache_memory": bench_cache_memory(t, 100 if args.quick else 1000, 20 if args.quick else 200)
+        },
     }
     results: dict[str, Any] = {
         "machine": {"cpu": _cpu(), "logical_cpus": psutil.cpu_count()},
@@ -324,6 +361,8 @@ def main() -> int:
             part = fn(Path(tmp) / name)
             results.update(part)
             print(f"{name} ({time.perf_counter() - t0:.0f} s): {json.dumps(part, indent=1)}", flush=True)
+    if args.only and args.out.exists():  # a partial run updates its sections and keeps the others
+        results = {**json.loads(args.out.read_text()), **results}
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0

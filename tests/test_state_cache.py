@@ -73,16 +73,26 @@ def test_cached_answers_equal_uncached_over_a_random_sequence_with_evictions(tmp
     try:
         rng = random.Random(6)
         sources = []
+        saved: dict[tuple[int, str], set[int]] = {}  # tokens a reused state saved over reading everything again
         for _ in range(50):
             state = rng.randrange(len(STATES))
             qids = rng.sample(sorted(QUESTIONS), rng.randint(1, 2))
             a, b = _ask(cached, STATES[state], qids), _ask(fresh, STATES[state], qids)
             sources.append(a["x_run"]["state_source"])
             assert b["x_run"]["state_source"] == "computed"
+            if a["x_run"]["state_source"] != "computed":
+                key = (state, a["x_run"]["state_source"])
+                saved.setdefault(key, set()).add(b["x_evaluated_tokens"] - a["x_evaluated_tokens"])
             for qid, probs in _probabilities(a).items():
                 assert probs == pytest.approx(_probabilities(b)[qid], abs=1e-6), (qid, a["x_run"]["state_source"])
         counters = httpx.get(f"{cached.url}/metrics", timeout=10).json()["state_cache"]
         assert {"cache", "computed", "resident"} <= set(sources), sources
+        # a restored state is not read again: the saving is its prefix, the same every time; a resident state
+        # saves at least that (a question head left resident by the previous request is not read again either)
+        restored = {state: v for (state, source), v in saved.items() if source == "cache"}
+        assert restored and all(len(v) == 1 and min(v) > 0 for v in restored.values()), saved
+        for (state, source), v in saved.items():
+            assert source == "cache" or state not in restored or min(v) >= min(restored[state]), saved
         assert counters["evictions"] > 0 and counters["hits"] > 0
         assert counters["bytes_held"] <= counters["budget_bytes"] == 6 * 1024 * 1024
     finally:

@@ -106,14 +106,12 @@ class DecisionEngine:
         if prefix_len + longest > self.rt.n_ctx:
             raise TokenBudgetExceeded(prefix_len + longest, self.rt.n_ctx)
         t1 = time.perf_counter()
+        decoded_before = self.rt.tokens_decoded
         source = self._load_prefix(prefix)
         t2 = time.perf_counter()
-        evaluated = 0 if source != "computed" else prefix_len
-        answers: dict[str, Scored] = {}
-        for qid, plan in plans.items():
-            answers[qid], n = self._score(prefix, plan)
-            evaluated += n
+        answers = {qid: self._score(prefix, plan) for qid, plan in plans.items()}
         t3 = time.perf_counter()
+        evaluated = self.rt.tokens_decoded - decoded_before
         input_tokens = prefix_len + sum(a.suffix_tokens for a in answers.values())
         timings = {"tokenize": (t1 - t0) * 1e3, "state": (t2 - t1) * 1e3, "questions": (t3 - t2) * 1e3}
         return DecisionOutcome(answers, input_tokens, evaluated, source, {k: round(v, 2) for k, v in timings.items()})
@@ -207,14 +205,12 @@ class DecisionEngine:
                 self.rt.restore(snap[0], snap[1])
             return self.rt.eval_units(units)
 
-    def _score(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> tuple[Scored, int]:
+    def _score(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> Scored:
         n = len(plan.options)
         per_pass = []
-        evaluated = len(plan.passes[0].head)
         for p in plan.passes:
             units = [*prefix, p.head, p.suffix] if p.head else [*prefix, p.suffix]
-            logprob_by_slot, cost = self._slot_logprobs(units, p.codes)
-            evaluated += len(p.suffix) + cost
+            logprob_by_slot = self._slot_logprobs(units, p.codes)
             lp = np.empty(n)
             lp[p.order] = logprob_by_slot
             per_pass.append(lp)
@@ -231,14 +227,14 @@ class DecisionEngine:
             len(plan.passes[0].suffix),
             len(plan.passes),
         )
-        return scored, evaluated
+        return scored
 
-    def _slot_logprobs(self, units: list[Unit], codes: list[tuple[int, ...]]) -> tuple[npt.NDArray[np.float64], int]:
+    def _slot_logprobs(self, units: list[Unit], codes: list[tuple[int, ...]]) -> npt.NDArray[np.float64]:
         """log P(slot): a softmax over single label tokens, or the chain rule over two-token codes,
         P(code) = P(first | prompt) * P(second | prompt, first), each restricted to the declared codes."""
         logits = self._eval(units).astype(np.float64)
         if len(codes[0]) == 1:
-            return log_softmax(logits[[c[0] for c in codes]]), 0
+            return log_softmax(logits[[c[0] for c in codes]])
         firsts = sorted({c[0] for c in codes}, key=[c[0] for c in codes].index)
         first = log_softmax(logits[firsts])
         out = np.empty(len(codes))
@@ -246,7 +242,7 @@ class DecisionEngine:
             members = [i for i, c in enumerate(codes) if c[0] == head]
             inner = self._eval([*units, (head,)]).astype(np.float64)
             out[members] = first[gi] + log_softmax(inner[[codes[i][1] for i in members]])
-        return out, len(firsts)
+        return out
 
 
 def answer_json(scored: Scored, question: AnyQuestion, *, with_extensions: bool = True) -> dict[str, Any]:

@@ -35,6 +35,7 @@ class LlamaRuntime:
         self.n_ctx: int = int(llm.n_ctx())
         self.n_vocab: int = int(llm.n_vocab())
         self._units: list[Unit] = []
+        self.tokens_decoded = 0  # a running count: what a request evaluated is the difference
         self.partial_rewind = True  # turned off on the first model whose memory refuses partial removal
 
     # -- tokens
@@ -95,6 +96,7 @@ class LlamaRuntime:
             self._clear()
             raise RuntimeFailure(f"llama_decode failed: {e}") from e
         self._units.append(unit)
+        self.tokens_decoded += len(unit)
 
     def last_logits(self) -> npt.NDArray[np.float32]:
         ptr = self._lib.llama_get_logits_ith(self.llm._ctx.ctx, -1)
