@@ -329,9 +329,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, not for BENCHMARKS.md)")
     parser.add_argument("--only", nargs="*", help="run only these sections")
+    parser.add_argument("--repeat", type=int, help="repetitions per timed comparison (default 9, 3 with --quick)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.json")
     args = parser.parse_args()
-    n = 3 if args.quick else 9
+    n = args.repeat or (3 if args.quick else 9)
     sections: dict[str, Callable[[Path], dict[str, Any]]] = {
         "overhead+generation": lambda t: bench_overhead_and_generation(t, n),
         "order_bias": lambda t: {"order_bias": bench_order_bias(t)},
