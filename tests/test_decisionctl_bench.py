@@ -20,33 +20,68 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def one_slot_adapter(tmp_path_factory: pytest.TempPathFactory):
     require_model()
-    adapter = start_adapter(tmp_path_factory.mktemp("one-slot"),
-                            env={"DECISION_MAX_QUEUE": "1", "DECISION_MAX_CONCURRENCY": "1"})
+    adapter = start_adapter(
+        tmp_path_factory.mktemp("one-slot"), env={"DECISION_MAX_QUEUE": "1", "DECISION_MAX_CONCURRENCY": "1"}
+    )
     yield adapter
     adapter.stop()
 
 
 # Short one-question requests keep the 64 requests of the next test to about a minute on 2 cores.
 SHORT_REQUESTS = [
-    {"model": "jev-latest", "state": "Refund my duplicate payment, please.",
-     "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for money back?"}}},
-    {"model": "jev-latest", "state": "The app crashes on start.",
-     "questions": {"team": {"type": "choice", "criteria": {"Billing": None, "Technical": None}}}},
-    {"model": "jev-latest", "state": "WHERE IS MY ORDER?!",
-     "questions": {"anger": {"type": "score", "criteria": ["Calm", "Annoyed", "Furious"]}}},
+    {
+        "model": "jev-latest",
+        "state": "Refund my duplicate payment, please.",
+        "questions": {"refund": {"type": "noul", "instructions": "Does the customer ask for money back?"}},
+    },
+    {
+        "model": "jev-latest",
+        "state": "The app crashes on start.",
+        "questions": {"team": {"type": "choice", "criteria": {"Billing": None, "Technical": None}}},
+    },
+    {
+        "model": "jev-latest",
+        "state": "WHERE IS MY ORDER?!",
+        "questions": {"anger": {"type": "score", "criteria": ["Calm", "Annoyed", "Furious"]}},
+    },
 ]
 
 
-def test_bench_at_1_2_4_8_counts_429s_and_compares_two_endpoints_with_costs(one_slot_adapter, adapter_url, tmp_path,
-                                                                           capsys) -> None:
+def test_bench_at_1_2_4_8_counts_429s_and_compares_two_endpoints_with_costs(
+    one_slot_adapter, adapter_url, tmp_path, capsys
+) -> None:
     out = tmp_path / "bench"
     requests = tmp_path / "requests.jsonl"
     requests.write_text("".join(json.dumps(r) + "\n" for r in SHORT_REQUESTS))
     # --timeout: a loaded CI machine may be slow; this test is about counting rejections, not about speed
-    code = cli.main(["bench", "--url", one_slot_adapter.url, "--label", "one-slot", "--compare", adapter_url,
-                     "--compare-label", "default", "--concurrency", "1,2,4,8", "--count", "8", "--prices",
-                     "--instance-type", "ml.c6i.8xlarge", "--compare-instance-type", "ml.g6e.xlarge",
-                     "--requests", str(requests), "--timeout", "600", "--out", str(out)])
+    code = cli.main(
+        [
+            "bench",
+            "--url",
+            one_slot_adapter.url,
+            "--label",
+            "one-slot",
+            "--compare",
+            adapter_url,
+            "--compare-label",
+            "default",
+            "--concurrency",
+            "1,2,4,8",
+            "--count",
+            "8",
+            "--prices",
+            "--instance-type",
+            "ml.c6i.8xlarge",
+            "--compare-instance-type",
+            "ml.g6e.xlarge",
+            "--requests",
+            str(requests),
+            "--timeout",
+            "600",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err
     report = json.loads((out / "bench.json").read_text())
@@ -78,7 +113,25 @@ def test_bench_at_1_2_4_8_counts_429s_and_compares_two_endpoints_with_costs(one_
 
 def test_bench_for_a_duration(one_slot_adapter, tmp_path) -> None:
     out = tmp_path / "bench"
-    assert cli.main(["bench", "--url", one_slot_adapter.url, "--concurrency", "2", "--duration", "2",
-                     "--warmup", "0", "--timeout", "600", "--out", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "bench",
+                "--url",
+                one_slot_adapter.url,
+                "--concurrency",
+                "2",
+                "--duration",
+                "2",
+                "--warmup",
+                "0",
+                "--timeout",
+                "600",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     (level,) = json.loads((out / "bench.json").read_text())["targets"][0]["levels"]
     assert level["sent"] >= 2 and level["wall_s"] >= 2.0 and level["errors"] == 0

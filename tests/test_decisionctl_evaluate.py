@@ -49,8 +49,9 @@ class CountingProxy:
                 request = json.loads(body)
                 with outer.lock:
                     outer.sent.append(_key(request["state"], request["questions"]["q"]))
-                upstream = httpx.post(outer.upstream + self.path, content=body, timeout=300,
-                                      headers={"Content-Type": "application/json"})
+                upstream = httpx.post(
+                    outer.upstream + self.path, content=body, timeout=300, headers={"Content-Type": "application/json"}
+                )
                 try:
                     self.send_response(upstream.status_code)
                     for name in ("Content-Type", "Retry-After"):
@@ -96,8 +97,12 @@ def evaluated(proxy: CountingProxy, tmp_path_factory: pytest.TempPathFactory) ->
     """Start evaluate in a process, SIGKILL it after a few cases are scored, then re-run it to completion."""
     out = tmp_path_factory.mktemp("evaluate") / "run"
     predictions = out / "predictions.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "decisionctl.cli", "evaluate", str(EXAMPLES), "--url", proxy.url,
-                             "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "decisionctl.cli", "evaluate", str(EXAMPLES), "--url", proxy.url, "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
         if predictions.exists() and len(predictions.read_text().splitlines()) >= 4:
@@ -110,11 +115,23 @@ def evaluated(proxy: CountingProxy, tmp_path_factory: pytest.TempPathFactory) ->
     scored_first = [json.loads(line)["id"] for line in text[: text.rfind("\n") + 1].splitlines()]
     sent_first = proxy.count()
     time.sleep(0.5)  # let the proxy finish the request the killed client left in flight
-    proc2 = subprocess.run([sys.executable, "-m", "decisionctl.cli", "evaluate", str(EXAMPLES), "--url", proxy.url,
-                            "--out", str(out)], capture_output=True, text=True, timeout=1200, check=False)
-    return {"out": out, "scored_first": scored_first, "sent_first": sent_first, "sent_second": proxy.sent[sent_first:],
-            "returncode": proc2.returncode, "stdout": proc2.stdout, "stderr": proc2.stderr,
-            "results": json.loads((out / "results.json").read_text())}
+    proc2 = subprocess.run(
+        [sys.executable, "-m", "decisionctl.cli", "evaluate", str(EXAMPLES), "--url", proxy.url, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    return {
+        "out": out,
+        "scored_first": scored_first,
+        "sent_first": sent_first,
+        "sent_second": proxy.sent[sent_first:],
+        "returncode": proc2.returncode,
+        "stdout": proc2.stdout,
+        "stderr": proc2.stderr,
+        "results": json.loads((out / "results.json").read_text()),
+    }
 
 
 def test_an_interrupted_run_resumes_without_resending_scored_cases(evaluated: dict[str, Any]) -> None:
@@ -185,19 +202,33 @@ def test_evaluate_writes_metrics_plots_and_identity_that_match_an_independent_co
 
 
 def test_fit_calibration_reports_heldout_ece_and_the_adapter_applies_what_it_wrote(
-        evaluated, proxy: CountingProxy, model_copy: Path, tmp_path: Path, capsys) -> None:
+    evaluated, proxy: CountingProxy, model_copy: Path, tmp_path: Path, capsys
+) -> None:
     manifest_path = model_copy / "manifest.json"
     original = manifest_path.read_bytes()
     before_count = proxy.count()
-    code = cli.main(["evaluate", str(EXAMPLES), "--url", proxy.url, "--out", str(evaluated["out"]),
-                     "--fit-calibration", "--manifest", str(manifest_path)])
+    code = cli.main(
+        [
+            "evaluate",
+            str(EXAMPLES),
+            "--url",
+            proxy.url,
+            "--out",
+            str(evaluated["out"]),
+            "--fit-calibration",
+            "--manifest",
+            str(manifest_path),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert proxy.count() == before_count  # every case was already scored: the fit sends nothing
     fit = json.loads((evaluated["out"] / "results.json").read_text())["calibration_fit"]
     assert fit["heldout_cases"] >= 15 and fit["fit_cases"] >= 25
-    line = (f"Held-out ECE ({fit['heldout_cases']} cases): {fit['heldout_ece_before']:.3f} before, "
-            f"{fit['heldout_ece_after']:.3f} after: ")
+    line = (
+        f"Held-out ECE ({fit['heldout_cases']} cases): {fit['heldout_ece_before']:.3f} before, "
+        f"{fit['heldout_ece_after']:.3f} after: "
+    )
     assert line in printed.out
     assert (evaluated["out"] / "reliability_heldout.png").read_bytes()[:4] == b"\x89PNG"
     if not fit["improved"]:
@@ -216,8 +247,11 @@ def test_fit_calibration_reports_heldout_ece_and_the_adapter_applies_what_it_wro
         cases = {c["id"]: c for c in _examples()}
         for qtype in ("noul", "choice", "score"):
             cid = next(i for i, p in preds.items() if p["type"] == qtype)
-            reply = httpx.post(fresh.url + "/v1/systemone", timeout=300, json={
-                "model": "jev-latest", "state": cases[cid]["state"], "questions": {"q": cases[cid]["question"]}}).json()
+            reply = httpx.post(
+                fresh.url + "/v1/systemone",
+                timeout=300,
+                json={"model": "jev-latest", "state": cases[cid]["state"], "questions": {"q": cases[cid]["question"]}},
+            ).json()
             assert reply["x_run"]["calibration"]["source"] == "manifest"
             in_force = reply["x_run"]["calibration"]["temperature"][qtype]
             assert in_force == pytest.approx(written.calibration.for_type(qtype))
@@ -261,8 +295,17 @@ def test_changed_option_wording_is_scored_again(evaluated, proxy: CountingProxy,
 def test_decide_through_the_sagemaker_route_of_the_real_adapter(adapter_url: str, capsys) -> None:
     """/invocations is what SageMaker calls: it takes the decision body the CLI sends."""
     root = Path(__file__).resolve().parents[1]
-    code = cli.main(["decide", "--url", adapter_url, "--route", "/invocations", str(root / "examples" / "ticket.json"),
-                     "--show-identity"])
+    code = cli.main(
+        [
+            "decide",
+            "--url",
+            adapter_url,
+            "--route",
+            "/invocations",
+            str(root / "examples" / "ticket.json"),
+            "--show-identity",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     table = out.split("\n\n")[0].splitlines()[2:]  # the answers table, below its header and rule

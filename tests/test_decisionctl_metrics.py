@@ -45,8 +45,11 @@ def test_noul_predicts_yes_at_one_half_with_confidence_max_p() -> None:
     case = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": False})
     p = prediction_from_response(case, {"answers": {"q": {"type": "noul", "noul": 0.5}}}, 0.1)
     assert (p.predicted_index, p.confidence, p.correct) == (0, 0.5, False)
-    p = prediction_from_response(case, {"answers": {"q": {"type": "noul", "noul": 0.2}},
-                                        "x_run": {"calibration": {"temperature": {"noul": 1.5}}}}, 0.1)
+    p = prediction_from_response(
+        case,
+        {"answers": {"q": {"type": "noul", "noul": 0.2}}, "x_run": {"calibration": {"temperature": {"noul": 1.5}}}},
+        0.1,
+    )
     assert (p.predicted_index, p.confidence, p.correct, p.temperature) == (1, 0.8, True, 1.5)
 
 
@@ -111,8 +114,10 @@ def test_labeled_file_errors_name_the_line(tmp_path) -> None:
     cases = [
         ({**good, "expected": 2}, "line 2: a score case expects a level index 0..1"),
         ({**good, "expected": True}, "line 2: a score case expects a level index"),
-        ({**good, "question": {"type": "choice", "criteria": {"x": None, "y": None}}, "expected": "z"},
-         "line 2: expected 'z' is not one of the options"),
+        (
+            {**good, "question": {"type": "choice", "criteria": {"x": None, "y": None}}, "expected": "z"},
+            "line 2: expected 'z' is not one of the options",
+        ),
         ({**good, "question": {"type": "noul"}, "expected": "yes"}, "line 2: a noul case expects true or false"),
         (good, "line 2: duplicate case id 'a'"),
     ]

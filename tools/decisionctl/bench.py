@@ -64,8 +64,15 @@ class _Dispenser:
             return self._next - 1
 
 
-def _worker(transport: Transport, bodies: Sequence[dict[str, Any]], dispenser: _Dispenser, *, t0: float,
-            samples: list[Sample], lock: threading.Lock) -> None:
+def _worker(
+    transport: Transport,
+    bodies: Sequence[dict[str, Any]],
+    dispenser: _Dispenser,
+    *,
+    t0: float,
+    samples: list[Sample],
+    lock: threading.Lock,
+) -> None:
     while (index := dispenser.take()) is not None:
         reply = transport.send(bodies[index % len(bodies)])
         start = time.perf_counter() - reply.latency_s - t0
@@ -109,8 +116,14 @@ def summarise(concurrency: int, samples: Sequence[Sample], wall_s: float) -> dic
     }
 
 
-def run_level(transport: Transport, bodies: Sequence[dict[str, Any]], concurrency: int, *,
-              count: int | None = None, duration_s: float | None = None) -> dict[str, Any]:
+def run_level(
+    transport: Transport,
+    bodies: Sequence[dict[str, Any]],
+    concurrency: int,
+    *,
+    count: int | None = None,
+    duration_s: float | None = None,
+) -> dict[str, Any]:
     if (count is None) == (duration_s is None):
         raise ValueError("give either a request count or a duration")
     dispenser = _Dispenser(count, duration_s)
@@ -118,8 +131,10 @@ def run_level(transport: Transport, bodies: Sequence[dict[str, Any]], concurrenc
     lock = threading.Lock()
     t0 = time.perf_counter()
     kwargs = {"t0": t0, "samples": samples, "lock": lock}
-    threads = [threading.Thread(target=_worker, args=(transport, bodies, dispenser), kwargs=kwargs, daemon=True)
-               for _ in range(concurrency)]
+    threads = [
+        threading.Thread(target=_worker, args=(transport, bodies, dispenser), kwargs=kwargs, daemon=True)
+        for _ in range(concurrency)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -127,9 +142,16 @@ def run_level(transport: Transport, bodies: Sequence[dict[str, Any]], concurrenc
     return summarise(concurrency, samples, time.perf_counter() - t0)
 
 
-def run_target(transport: Transport, bodies: Sequence[dict[str, Any]], levels: Sequence[int], *,
-               count: int | None = None, duration_s: float | None = None, warmup: int = 1,
-               on_level: Any = None) -> list[dict[str, Any]]:
+def run_target(
+    transport: Transport,
+    bodies: Sequence[dict[str, Any]],
+    levels: Sequence[int],
+    *,
+    count: int | None = None,
+    duration_s: float | None = None,
+    warmup: int = 1,
+    on_level: Any = None,
+) -> list[dict[str, Any]]:
     """Warm up (unmeasured), then every level in turn."""
     for i in range(warmup):
         transport.send(bodies[i % len(bodies)])

@@ -38,8 +38,14 @@ def rescale(pred: Prediction, exponent: float) -> Prediction:
     predicted = max(range(len(probs)), key=lambda i: probs[i])
     if pred.type == "noul":
         predicted = 0 if probs[0] >= 0.5 else 1
-    return replace(pred, probs=probs, predicted_index=predicted, confidence=probs[predicted],
-                   temperature=pred.temperature / exponent, contract_confidence=None)
+    return replace(
+        pred,
+        probs=probs,
+        predicted_index=predicted,
+        confidence=probs[predicted],
+        temperature=pred.temperature / exponent,
+        contract_confidence=None,
+    )
 
 
 def nll(preds: Sequence[Prediction], exponent: float) -> float:
@@ -98,8 +104,10 @@ def fit(preds: Sequence[Prediction], *, holdout: float = 0.4, seed: int = 0) -> 
     for qtype, group in metrics.by_type(preds).items():
         temps = {p.temperature for p in group}
         if len(temps) != 1:
-            raise ValueError(f"{qtype} predictions were made under different temperatures {sorted(temps)}: "
-                             "re-run evaluate with --restart")
+            raise ValueError(
+                f"{qtype} predictions were made under different temperatures {sorted(temps)}: "
+                "re-run evaluate with --restart"
+            )
         t0 = temps.pop()
         exponent = fit_exponent(fit_groups.get(qtype, []))
         before = held_groups.get(qtype, [])
@@ -107,28 +115,44 @@ def fit(preds: Sequence[Prediction], *, holdout: float = 0.4, seed: int = 0) -> 
         applied = ece_before is not None and ece_fitted is not None and ece_fitted < ece_before
         held_after += [rescale(p, exponent if applied else 1.0) for p in before]
         per_type[qtype] = {
-            "temperature_before": t0, "fitted_temperature": t0 / exponent, "exponent": exponent,
+            "temperature_before": t0,
+            "fitted_temperature": t0 / exponent,
+            "exponent": exponent,
             "at_search_bound": not _LOG_A_BOUNDS[0] + 1e-3 < math.log(exponent) < _LOG_A_BOUNDS[1] - 1e-3,
-            "applied": applied, "temperature": t0 / exponent if applied else t0,
-            "fit_cases": len(fit_groups.get(qtype, [])), "heldout_cases": len(before),
-            "heldout_ece_before": ece_before, "heldout_ece_after": ece_fitted,
+            "applied": applied,
+            "temperature": t0 / exponent if applied else t0,
+            "fit_cases": len(fit_groups.get(qtype, [])),
+            "heldout_cases": len(before),
+            "heldout_ece_before": ece_before,
+            "heldout_ece_after": ece_fitted,
             "heldout_nll_before": nll(before, 1.0) if before else None,
             "heldout_nll_after": nll(before, exponent) if before else None,
         }
     ece_before, ece_after = metrics.ece(held), metrics.ece(held_after)
     return {
-        "holdout": holdout, "seed": seed, "fit_cases": len(fit_part), "heldout_cases": len(held),
-        "heldout_ece_before": ece_before, "heldout_ece_after": ece_after,
+        "holdout": holdout,
+        "seed": seed,
+        "fit_cases": len(fit_part),
+        "heldout_cases": len(held),
+        "heldout_ece_before": ece_before,
+        "heldout_ece_after": ece_after,
         "improved": ece_before is not None and ece_after is not None and ece_after < ece_before,
         "per_type": per_type,
-        "heldout_before": held, "heldout_after": held_after,
+        "heldout_before": held,
+        "heldout_after": held_after,
     }
 
 
 def to_calibration(result: dict[str, Any], provenance: dict[str, Any]) -> Calibration:
     temperatures = {t: round(v["temperature"], 6) for t, v in result["per_type"].items()}
-    fitted_on = {**provenance, "holdout": result["holdout"], "seed": result["seed"],
-                 "fit_cases": result["fit_cases"], "heldout_cases": result["heldout_cases"],
-                 "heldout_ece_before": result["heldout_ece_before"], "heldout_ece_after": result["heldout_ece_after"],
-                 "applied": {t: v["applied"] for t, v in result["per_type"].items()}}
+    fitted_on = {
+        **provenance,
+        "holdout": result["holdout"],
+        "seed": result["seed"],
+        "fit_cases": result["fit_cases"],
+        "heldout_cases": result["heldout_cases"],
+        "heldout_ece_before": result["heldout_ece_before"],
+        "heldout_ece_after": result["heldout_ece_after"],
+        "applied": {t: v["applied"] for t, v in result["per_type"].items()},
+    }
     return Calibration(temperature=temperatures, fitted_on=fitted_on)

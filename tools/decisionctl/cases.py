@@ -107,8 +107,14 @@ def parse_case(line_no: int, data: Any) -> Case:
         raise CaseError(f"line {line_no}: case {case_id!r} has no 'expected' answer")
     qtype = str(question["type"])
     options = _options(line_no, qtype, question.get("criteria"))
-    return Case(case_id, qtype, data["state"], dict(question), options,
-                _expected_index(line_no, qtype, data["expected"], options))
+    return Case(
+        case_id,
+        qtype,
+        data["state"],
+        dict(question),
+        options,
+        _expected_index(line_no, qtype, data["expected"], options),
+    )
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -150,8 +156,19 @@ def prediction_from_response(case: Case, response: Mapping[str, Any], latency_s:
         probs = [float(table[name]) for name in case.options]
         predicted = case.options.index(answer["choice"]) if case.type == "choice" else contract.score_mode(probs)
         contract_confidence = float(answer["confidence"])
-    return Prediction(case.id, case.type, list(case.options), probs, case.expected_index, predicted,
-                      probs[predicted], contract_confidence, temperature, str(run.get("model_sha256", "")), latency_s)
+    return Prediction(
+        case.id,
+        case.type,
+        list(case.options),
+        probs,
+        case.expected_index,
+        predicted,
+        probs[predicted],
+        contract_confidence,
+        temperature,
+        str(run.get("model_sha256", "")),
+        latency_s,
+    )
 
 
 def run_fingerprint(response: Mapping[str, Any]) -> dict[str, Any]:

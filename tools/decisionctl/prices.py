@@ -26,8 +26,14 @@ class PriceTable:
         return self.hourly[instance_type]
 
     def describe(self) -> dict[str, Any]:
-        return {"source": self.source, "currency": self.currency, "region": self.region,
-                "checked": self.checked, "note": self.note, "hourly": self.hourly}
+        return {
+            "source": self.source,
+            "currency": self.currency,
+            "region": self.region,
+            "checked": self.checked,
+            "note": self.note,
+            "hourly": self.hourly,
+        }
 
 
 def load_prices(path: str = BUILTIN) -> PriceTable:
@@ -41,8 +47,14 @@ def load_prices(path: str = BUILTIN) -> PriceTable:
     hourly = {str(k): float(v) for k, v in data["hourly"].items()}
     if any(v <= 0 for v in hourly.values()):
         raise ValueError(f"{source}: hourly prices must be positive")
-    return PriceTable(hourly, str(data.get("currency", "USD")), str(data.get("region", "")),
-                      bool(data.get("checked", False)), str(data.get("note", "")), source)
+    return PriceTable(
+        hourly,
+        str(data.get("currency", "USD")),
+        str(data.get("region", "")),
+        bool(data.get("checked", False)),
+        str(data.get("note", "")),
+        source,
+    )
 
 
 def cost_per_1000(hourly_price: float, decisions_per_s: float) -> float | None:

@@ -48,14 +48,37 @@ def answers(response: Mapping[str, Any]) -> str:
 
 def evaluation(results: Mapping[str, Any]) -> str:
     m = results["metrics"]
-    rows = [[name, s["cases"], pct(s["accuracy"]), num(s.get("macro_f1")), num(s["brier"]), num(s["ece"]),
-             num(s["mean_confidence"])] for name, s in m.items()]
+    rows = [
+        [
+            name,
+            s["cases"],
+            pct(s["accuracy"]),
+            num(s.get("macro_f1")),
+            num(s["brier"]),
+            num(s["ece"]),
+            num(s["mean_confidence"]),
+        ]
+        for name, s in m.items()
+    ]
     parts = [table(["", "cases", "accuracy", "macro-F1", "Brier", "ECE", "mean conf"], rows)]
     cov = results["coverage"]["overall"]
     parts.append("\nCoverage and accuracy when acting only at confidence >= threshold (all types):")
-    parts.append(table(["threshold", "covered", "coverage", "accuracy", "accuracy 95% low"],
-                       [[f"{r['threshold']:.2f}", r["covered"], pct(r["coverage"]), pct(r["accuracy"]),
-                         pct(r["accuracy_lower95"])] for r in cov if r["threshold"] >= 0.3 or r["threshold"] == 0]))
+    parts.append(
+        table(
+            ["threshold", "covered", "coverage", "accuracy", "accuracy 95% low"],
+            [
+                [
+                    f"{r['threshold']:.2f}",
+                    r["covered"],
+                    pct(r["coverage"]),
+                    pct(r["accuracy"]),
+                    pct(r["accuracy_lower95"]),
+                ]
+                for r in cov
+                if r["threshold"] >= 0.3 or r["threshold"] == 0
+            ],
+        )
+    )
     parts.append("")
     for name, rec in results["recommendation"].items():
         parts.append(recommendation(name, rec))
@@ -65,22 +88,30 @@ def evaluation(results: Mapping[str, Any]) -> str:
 def recommendation(name: str, rec: Mapping[str, Any]) -> str:
     target = rec["target_accuracy"]
     if rec["automate_at_or_above"] is None:
-        head = (f"{name}: no threshold reaches {pct(target)} accuracy on at least {rec['min_support']} cases; "
-                "automate nothing")
+        head = (
+            f"{name}: no threshold reaches {pct(target)} accuracy on at least {rec['min_support']} cases; "
+            "automate nothing"
+        )
     else:
         a = rec["automate"]
-        head = (f"{name}: automate at confidence >= {rec['automate_at_or_above']:.2f} "
-                f"({a['cases']} cases, {pct(a['coverage'])} coverage, {pct(a['accuracy'])} right, "
-                f"95% lower bound {pct(a['accuracy_lower95'])})")
+        head = (
+            f"{name}: automate at confidence >= {rec['automate_at_or_above']:.2f} "
+            f"({a['cases']} cases, {pct(a['coverage'])} coverage, {pct(a['accuracy'])} right, "
+            f"95% lower bound {pct(a['accuracy_lower95'])})"
+        )
     if rec["review_band"] is None:
         where = " below it" if rec["automate_at_or_above"] is not None else ""
-        tail = (f"; no band of at least {rec['min_support']} cases{where} is right {pct(rec['review_accuracy'])} "
-                "of the time: abstain on the rest")
+        tail = (
+            f"; no band of at least {rec['min_support']} cases{where} is right {pct(rec['review_accuracy'])} "
+            "of the time: abstain on the rest"
+        )
     else:
         lo, hi = rec["review_band"]
         review = rec["review"]
-        tail = (f"; review [{lo:.2f}, {hi:.2f}) ({review['cases']} cases, {pct(review['accuracy'])} right)"
-                f"; abstain below {lo:.2f} ({rec['abstain']['cases']} cases)")
+        tail = (
+            f"; review [{lo:.2f}, {hi:.2f}) ({review['cases']} cases, {pct(review['accuracy'])} right)"
+            f"; abstain below {lo:.2f} ({rec['abstain']['cases']} cases)"
+        )
     return head + tail
 
 
@@ -89,11 +120,37 @@ def calibration(fit: Mapping[str, Any]) -> str:
     for t, v in fit["per_type"].items():
         fitted = num(v["fitted_temperature"]) + (" (search bound)" if v["at_search_bound"] else "")
         verdict = "yes" if v["applied"] else "no: held-out ECE not lower"
-        rows.append([t, v["fit_cases"], v["heldout_cases"], num(v["temperature_before"]), fitted,
-                     num(v["heldout_ece_before"]), num(v["heldout_ece_after"]), num(v["heldout_nll_before"]),
-                     num(v["heldout_nll_after"]), verdict])
-    out = [table(["type", "fit", "held-out", "T in force", "T fitted", "ECE before", "ECE fitted", "NLL before",
-                  "NLL fitted", "applied"], rows)]
+        rows.append(
+            [
+                t,
+                v["fit_cases"],
+                v["heldout_cases"],
+                num(v["temperature_before"]),
+                fitted,
+                num(v["heldout_ece_before"]),
+                num(v["heldout_ece_after"]),
+                num(v["heldout_nll_before"]),
+                num(v["heldout_nll_after"]),
+                verdict,
+            ]
+        )
+    out = [
+        table(
+            [
+                "type",
+                "fit",
+                "held-out",
+                "T in force",
+                "T fitted",
+                "ECE before",
+                "ECE fitted",
+                "NLL before",
+                "NLL fitted",
+                "applied",
+            ],
+            rows,
+        )
+    ]
     if any(v["at_search_bound"] for v in fit["per_type"].values()):
         out.append("A fit at the search bound means the scores of that type carry little usable signal on these cases.")
     before, after = num(fit["heldout_ece_before"]), num(fit["heldout_ece_after"])
@@ -123,8 +180,14 @@ def bench(targets: Sequence[Mapping[str, Any]]) -> str:
                 row += ["-"] * (7 if has_cost else 6)
                 continue
             lat = lv["latency_s"]
-            row += [num(lv["throughput_per_s"], 2), num(lat["p50"]), num(lat["p95"]), num(lat["p99"]),
-                    pct(lv["rate_429"]), pct(lv["error_rate"])]
+            row += [
+                num(lv["throughput_per_s"], 2),
+                num(lat["p50"]),
+                num(lat["p95"]),
+                num(lat["p99"]),
+                pct(lv["rate_429"]),
+                pct(lv["error_rate"]),
+            ]
             if has_cost:
                 row.append(num(lv.get("cost_per_1000"), 4))
         rows.append(row)

@@ -55,8 +55,11 @@ class Reply:
         if isinstance(detail, dict):
             return f"HTTP {self.status} {detail.get('error_type', '?')}: {detail.get('message', '')}"
         if isinstance(detail, list):
-            parts = [f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg', '')}"
-                     for d in detail if isinstance(d, dict)]
+            parts = [
+                f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg', '')}"
+                for d in detail
+                if isinstance(d, dict)
+            ]
             return f"HTTP {self.status} invalid request: " + "; ".join(parts)
         return f"HTTP {self.status}: {self.body[:200].decode('utf-8', 'replace')}"
 
@@ -88,8 +91,15 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 class HttpTransport:
     """POST to a running adapter (or any System One server) over HTTP."""
 
-    def __init__(self, base_url: str, *, route: str = DEFAULT_ROUTE, api_key: str | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, max_connections: int = 16) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        route: str = DEFAULT_ROUTE,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_connections: int = 16,
+    ) -> None:
         self.url = base_url.rstrip("/") + "/" + route.lstrip("/")
         self.label = base_url
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -105,8 +115,12 @@ class HttpTransport:
             response = self._client.post(self.url, content=payload)
         except httpx.HTTPError as exc:
             return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
-        return Reply(response.status_code, response.content, time.perf_counter() - start,
-                     retry_after_s=parse_retry_after(response.headers.get("Retry-After")))
+        return Reply(
+            response.status_code,
+            response.content,
+            time.perf_counter() - start,
+            retry_after_s=parse_retry_after(response.headers.get("Retry-After")),
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -130,16 +144,27 @@ class SageMakerTransport:
     botocore's own retries are switched off so that `send_with_retries` (and `bench`) see every rejection.
     """
 
-    def __init__(self, endpoint_name: str, *, region: str | None = None, client: Any = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, max_connections: int = 16) -> None:
+    def __init__(
+        self,
+        endpoint_name: str,
+        *,
+        region: str | None = None,
+        client: Any = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_connections: int = 16,
+    ) -> None:
         self.endpoint_name = endpoint_name
         self.label = f"sagemaker:{endpoint_name}"
         if client is None:
             import boto3
             from botocore.config import Config
 
-            config = Config(retries={"total_max_attempts": 1}, read_timeout=timeout_s, connect_timeout=10,
-                            max_pool_connections=max_connections)
+            config = Config(
+                retries={"total_max_attempts": 1},
+                read_timeout=timeout_s,
+                connect_timeout=10,
+                max_pool_connections=max_connections,
+            )
             client = boto3.client("sagemaker-runtime", region_name=region, config=config)
         self._client = client
 
@@ -149,8 +174,9 @@ class SageMakerTransport:
         payload = json.dumps(body).encode("utf-8")
         start = time.perf_counter()
         try:
-            response = self._client.invoke_endpoint(EndpointName=self.endpoint_name, ContentType="application/json",
-                                                    Accept="application/json", Body=payload)
+            response = self._client.invoke_endpoint(
+                EndpointName=self.endpoint_name, ContentType="application/json", Accept="application/json", Body=payload
+            )
             content = response["Body"].read()
         except ClientError as exc:
             return _reply_from_client_error(exc.response, time.perf_counter() - start)
@@ -195,8 +221,12 @@ class RetryPolicy:
         return self.rng.uniform(0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
 
 
-def send_with_retries(transport: Transport, body: Mapping[str, Any], policy: RetryPolicy | None = None,
-                      on_retry: Callable[[int, Reply, float], None] | None = None) -> tuple[Reply, int]:
+def send_with_retries(
+    transport: Transport,
+    body: Mapping[str, Any],
+    policy: RetryPolicy | None = None,
+    on_retry: Callable[[int, Reply, float], None] | None = None,
+) -> tuple[Reply, int]:
     """Send, retrying overload (429/503), timeouts and other 5xx; never a 4xx. Returns the last reply and attempts."""
     policy = policy or RetryPolicy()
     attempt = 0
