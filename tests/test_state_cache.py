@@ -125,6 +125,15 @@ def test_concurrent_requests_on_the_same_state_stay_correct(tmp_path: Path, mode
         for i, want in enumerate(expected):
             for qid, probs in want.items():
                 assert got[i][qid] == pytest.approx(probs, abs=1e-6)
+        # the two contexts share one cache and one budget: idle contexts are taken in turn, so a state computed
+        # by one is restored by the other, not computed again
+        first, second = _ask(shared, STATES[3], ["refund"]), _ask(shared, STATES[3], ["urgency"])
+        assert (first["x_run"]["state_source"], second["x_run"]["state_source"]) == ("computed", "cache")
+        assert _probabilities(second)["urgency"] == pytest.approx(
+            _probabilities(_ask(fresh, STATES[3], ["urgency"]))["urgency"], abs=1e-6
+        )
+        counters = httpx.get(f"{shared.url}/metrics", timeout=10).json()["state_cache"]
+        assert counters["budget_bytes"] == 16 * 1024 * 1024 and counters["bytes_held"] <= counters["budget_bytes"]
     finally:
         shared.stop()
         fresh.stop()

@@ -116,9 +116,6 @@ class DecisionEngine:
         timings = {"tokenize": (t1 - t0) * 1e3, "state": (t2 - t1) * 1e3, "questions": (t3 - t2) * 1e3}
         return DecisionOutcome(answers, input_tokens, evaluated, source, {k: round(v, 2) for k, v in timings.items()})
 
-    def counters(self) -> dict[str, int]:
-        return self.cache.counters()
-
     def temperature(self, qtype: str, n_options: int) -> float:
         if self.calibration is not None:
             return self.calibration.get(qtype, 1.0)

@@ -122,14 +122,16 @@ class ModelService:
             eos_text=_token_text(llms[0], "eos"),
             tokenize=_tokenizer(llms[0]),
         )
-        budget = cls._cache_budget(settings, llms[0])
+        # One cache for all contexts: a snapshot restores into any context of the same model, and the budget
+        # is the process's, not each context's.
+        cache = StateCache(cls._cache_budget(settings, llms[0]))
         engines = [
             DecisionEngine(
                 LlamaRuntime(llm),
                 scheme,
                 model_sha256=model.sha256,
                 calibration=temperatures,
-                cache=StateCache(budget),
+                cache=cache,
                 reuse_states=settings.state_reuse,
             )
             for llm in llms
@@ -204,8 +206,6 @@ class ModelService:
         return self.run(complete)
 
     def metrics(self) -> dict[str, Any]:
-        caches = [e.counters() for e in self.engines]
-        totals = {k: sum(c[k] for c in caches) for k in caches[0]} if caches else {}
         return {
             "decisions": self.counters.decisions,
             "chats": self.counters.chats,
@@ -213,7 +213,7 @@ class ModelService:
             "errors": self.counters.errors,
             "admitted_now": self.admission.admitted,
             "admission_limit": self.admission.limit,
-            "state_cache": totals,
+            "state_cache": self.engines[0].cache.counters(),
         }
 
     def close(self) -> None:

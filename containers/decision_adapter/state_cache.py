@@ -1,8 +1,9 @@
 """A memory-bounded LRU of evaluated state prefixes (the model's KV state after header + state).
 
 Keys are everything that determines those tokens: the model file's checksum, the prompt-template
-version and the exact prefix tokens. Values are llama.cpp sequence-state bytes. The cache belongs
-to one model context and is dropped with it, so entries never outlive a model reload.
+version and the exact prefix tokens. Values are llama.cpp sequence-state bytes, which restore into any
+context of the same model: the loaded model's contexts share one cache (it is thread-safe), and it is
+dropped with the model, so entries never outlive a model reload.
 """
 
 from __future__ import annotations
