@@ -9,6 +9,7 @@ silently.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def read_temperatures(meta: dict[str, str], arch: str) -> Temperatures:
         qtype, _, bucket = name.partition(".")
         if qtype not in QUESTION_TYPES or (bucket and bucket not in BUCKETS):
             # A key from a newer scheme revision: not applied, and said so once at start.
-            log.warning('{"event": "decision_metadata_ignored", "key": "%s"}', key)
+            log.warning(json.dumps({"event": "decision_metadata_ignored", "key": key}))
             continue
         values[name] = _temperature(key, raw)
     return Temperatures(values)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,15 +49,12 @@ def verify_model(path: Path, expected_sha256: str = "") -> ModelFile:
     actual = sha256_file(path)
     if manifest is not None:
         if manifest.model_file != path.name:
-            log.warning(
-                '{"event": "manifest_names_other_file", "manifest_file": "%s", "file": "%s"}',
-                manifest.model_file,
-                path.name,
-            )
+            event = {"event": "manifest_names_other_file", "manifest_file": manifest.model_file, "file": path.name}
+            log.warning(json.dumps(event))
         if manifest.sha256 != actual:
             raise ChecksumMismatch(path, manifest.sha256, actual)
     else:
-        log.warning('{"event": "no_manifest", "file": "%s", "sha256": "%s"}', path, actual)
+        log.warning(json.dumps({"event": "no_manifest", "file": str(path), "sha256": actual}))
     if expected_sha256 and expected_sha256 != actual:
         raise ChecksumMismatch(path, expected_sha256, actual)
     return ModelFile(path, actual, manifest)

@@ -124,7 +124,8 @@ def build_template(chat_template: str | None, *, bos_text: str, eos_text: str, a
         try:
             return _from_chat_template(chat_template, bos_text=bos_text, eos_text=eos_text, add_bos=add_bos)
         except Exception as e:
-            log.warning('{"event": "chat_template_unusable", "fallback": "plain", "reason": "%s"}', type(e).__name__)
+            event = {"event": "chat_template_unusable", "fallback": "plain", "reason": type(e).__name__}
+            log.warning(json.dumps(event))
     return PromptTemplate(
         header=f"{SYSTEM_PROMPT}\n\n",
         state_lead="State:\n",
