@@ -53,6 +53,25 @@ def test_noul_predicts_yes_at_one_half_with_confidence_max_p() -> None:
     assert (p.predicted_index, p.confidence, p.correct, p.temperature) == (1, 0.8, True, 1.5)
 
 
+def test_the_temperature_in_force_is_the_bucket_value_when_the_model_sets_one() -> None:
+    """A decision-tuned GGUF may set temperatures per option-count bucket; x_run lists them beside the type's."""
+    in_force = {"calibration": {"temperature": {"choice": 1.0, "choice.3_5": 0.7}}}
+
+    def temperature(n: int) -> float:
+        criteria = {f"o{i}": None for i in range(n)}
+        case = parse_case(
+            1, {"id": "c", "state": "s", "question": {"type": "choice", "criteria": criteria}, "expected": "o0"}
+        )
+        probabilities = {f"o{i}": 1 / n for i in range(n)}
+        answer = {"type": "choice", "choice": "o0", "probabilities": probabilities, "confidence": 0.0}
+        return prediction_from_response(case, {"answers": {"q": answer}, "x_run": in_force}, 0.1).temperature
+
+    assert (temperature(2), temperature(4), temperature(8)) == (1.0, 0.7, 1.0)
+    mixed = [pred(f"b{i}", [0.6, 0.4], 0, temperature=t) for i, t in enumerate([1.0, 0.7])]
+    with pytest.raises(ValueError, match="per option count"):
+        calibration.fit(mixed)
+
+
 def test_recommendation_picks_the_lowest_threshold_meeting_the_target_with_support() -> None:
     high = [pred(f"h{i}", [0.95, 0.05], 0) for i in range(6)]  # all right
     mid = [pred(f"m{i}", [0.7, 0.3], 0 if i < 3 else 1) for i in range(5)]  # 3 of 5 right

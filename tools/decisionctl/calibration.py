@@ -105,8 +105,9 @@ def fit(preds: Sequence[Prediction], *, holdout: float = 0.4, seed: int = 0) -> 
         temps = {p.temperature for p in group}
         if len(temps) != 1:
             raise ValueError(
-                f"{qtype} predictions were made under different temperatures {sorted(temps)}: "
-                "re-run evaluate with --restart"
+                f"{qtype} predictions were made under different temperatures {sorted(temps)}: either the model "
+                "sets them per option count (a manifest holds one per type: fit on cases with option counts in one "
+                "bucket) or the endpoint's calibration changed during the run (re-run evaluate with --restart)"
             )
         t0 = temps.pop()
         exponent = fit_exponent(fit_groups.get(qtype, []))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from decision_adapter import contract
+from decision_adapter.gguf_metadata import Temperatures
 
 QUESTION_ID = "q"
 NOUL_OPTIONS = ("yes", "no")
@@ -145,7 +146,9 @@ def prediction_from_response(case: Case, response: Mapping[str, Any], latency_s:
         raise ValueError(f"case {case.id}: the response has no {case.type} answer for question {QUESTION_ID!r}")
     run = response.get("x_run") or {}
     calibration = run.get("calibration") or {}
-    temperature = float((calibration.get("temperature") or {}).get(case.type, 1.0))
+    # the temperature in force for this question: per type, or per option-count bucket when a GGUF sets those
+    in_force = {k: float(v) for k, v in (calibration.get("temperature") or {}).items()}
+    temperature = Temperatures(in_force).of(case.type, len(case.options))
     contract_confidence: float | None = None
     if case.type == "noul":
         p_yes = float(answer["noul"])
