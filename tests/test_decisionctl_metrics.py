@@ -13,7 +13,7 @@ import random
 from importlib import resources
 
 import pytest
-from decisionctl import calibration, metrics
+from decisionctl import calibration, cli, metrics
 from decisionctl.cases import CaseError, Prediction, load_cases, parse_case, prediction_from_response
 from decisionctl.evaluate import PredictionLog
 
@@ -81,6 +81,10 @@ def test_recommendation_picks_the_lowest_threshold_meeting_the_target_with_suppo
     assert rec["review_band"] == [0.6, 0.75] and rec["review"]["cases"] == 5
     assert rec["abstain_below"] == 0.6 and rec["abstain"]["cases"] == 5
     assert metrics.recommend(mid + low, 0.9)["automate_at_or_above"] is None
+    # --review-accuracy reaches the recommendation: the mid band (3 of 5 right) is not worth a review at 0.7
+    args = cli.build_parser().parse_args(["evaluate", "cases.jsonl", "--url", "http://x", "--review-accuracy", "0.7"])
+    strict = metrics.report(high + mid + low, 0.9, review_accuracy=args.review_accuracy)["recommendation"]["overall"]
+    assert strict["review"]["cases"] == 0 and strict["abstain"]["cases"] == 10
 
 
 def test_fit_recovers_a_known_temperature() -> None:

@@ -159,7 +159,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         _say("no case was scored")
         return EXIT_FAILED
     results = evaluate_mod.results(
-        run, cases, cases_path, target_accuracy=args.target_accuracy, min_support=args.min_support
+        run,
+        cases,
+        cases_path,
+        target_accuracy=args.target_accuracy,
+        min_support=args.min_support,
+        review_accuracy=args.review_accuracy,
     )
     written = evaluate_mod.write_plots(out, run.predictions, results["recommendation"]["overall"])
     print(render.evaluation(results))
@@ -361,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="evaluation", metavar="DIR", help="output directory (default ./evaluation)")
     p.add_argument("--target-accuracy", type=float, default=0.9, help="accuracy required for automatic action (0.9)")
     p.add_argument("--min-support", type=int, default=5, help="fewest cases a recommended threshold must cover (5)")
+    p.add_argument(
+        "--review-accuracy",
+        type=float,
+        default=0.5,
+        help="accuracy the review band below the automate threshold must still reach (0.5)",
+    )
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
     p.add_argument("--restart", action="store_true", help="forget earlier predictions in --out and score everything")
     p.add_argument("--max-attempts", type=int, default=5, help="attempts per case, first included (default 5)")

@@ -157,7 +157,13 @@ def score_cases(
 
 
 def results(
-    run: Run, cases: Sequence[Case], cases_path: Path, *, target_accuracy: float, min_support: int
+    run: Run,
+    cases: Sequence[Case],
+    cases_path: Path,
+    *,
+    target_accuracy: float,
+    min_support: int,
+    review_accuracy: float = 0.5,
 ) -> dict[str, Any]:
     shas = {p.model_sha256 for p in run.predictions}
     return {
@@ -172,7 +178,7 @@ def results(
         "identity_consistent": len(shas) <= 1,
         "confidence": "probability of the predicted option; noul: max(p, 1 - p) with yes predicted when p >= 0.5",
         "brier": "mean over cases of the sum over declared options of (p - y)^2 (noul: yes and no), range 0..2",
-        **metrics.report(run.predictions, target_accuracy, min_support=min_support),
+        **metrics.report(run.predictions, target_accuracy, min_support=min_support, review_accuracy=review_accuracy),
         "predictions": [p.to_json() for p in run.predictions],
         "errors": run.errors,
     }

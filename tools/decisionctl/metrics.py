@@ -181,15 +181,21 @@ def by_type(preds: Sequence[Prediction]) -> dict[str, list[Prediction]]:
     return {t: groups[t] for t in ("noul", "choice", "score") if t in groups}
 
 
-def report(preds: Sequence[Prediction], target_accuracy: float, min_support: int = 5) -> dict[str, Any]:
+def report(
+    preds: Sequence[Prediction], target_accuracy: float, min_support: int = 5, review_accuracy: float = 0.5
+) -> dict[str, Any]:
     """Everything `evaluate` reports, overall and per question type."""
     groups = by_type(preds)
+
+    def rec(group: Sequence[Prediction]) -> dict[str, Any]:
+        return recommend(group, target_accuracy, min_support=min_support, review_accuracy=review_accuracy)
+
     return {
         "metrics": {"overall": summary(preds), **{t: summary(g) for t, g in groups.items()}},
         "reliability": [vars(b) for b in reliability_bins(preds)],
         "coverage": {"overall": coverage_table(preds), **{t: coverage_table(g) for t, g in groups.items()}},
         "recommendation": {
-            "overall": recommend(preds, target_accuracy, min_support=min_support),
-            **{t: recommend(g, target_accuracy, min_support=min_support) for t, g in groups.items()},
+            "overall": rec(preds),
+            **{t: rec(g) for t, g in groups.items()},
         },
     }
