@@ -135,3 +135,17 @@ def test_bench_for_a_duration(one_slot_adapter, tmp_path) -> None:
     )
     (level,) = json.loads((out / "bench.json").read_text())["targets"][0]["levels"]
     assert level["sent"] >= 2 and level["wall_s"] >= 2.0 and level["errors"] == 0
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],  # no instance type at all
+        ["--compare-instance-type", "ml.g6e.xlarge", "--compare", "http://b"],  # the first target's is missing
+        ["--instance-type", "ml.c6i.8xlarge", "--compare", "http://b"],  # the compared target's is missing
+    ],
+)
+def test_prices_need_the_instance_type_of_every_target(extra: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", "--url", "http://a", "--prices", *extra])
+    assert exit_info.value.code == 2 and "--prices needs --instance-type" in capsys.readouterr().err

@@ -425,9 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "prices", None) and not (args.instance_type or args.compare_instance_type):
-        build_parser().error("--prices needs --instance-type (and --compare-instance-type for --compare)")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "prices", None) and not (args.instance_type and (args.compare_instance_type or not args.compare)):
+        parser.error("--prices needs --instance-type (and --compare-instance-type for --compare)")
     try:
         return int(args.func(args))
     except (OSError, ValueError) as exc:
