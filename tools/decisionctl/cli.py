@@ -172,7 +172,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.fit_calibration:
         print()
         status = _fit(args, run, results, cases_path)
-        written.append(out / evaluate_mod.HELDOUT_PNG)
+        if "calibration_fit" in results:  # the fit ran and drew its figure
+            written.append(out / evaluate_mod.HELDOUT_PNG)
     (out / evaluate_mod.RESULTS).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if run.errors:
         _say(
