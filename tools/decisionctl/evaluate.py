@@ -165,7 +165,6 @@ def results(
     min_support: int,
     review_accuracy: float = 0.5,
 ) -> dict[str, Any]:
-    shas = {p.model_sha256 for p in run.predictions}
     return {
         "cases_file": str(cases_path),
         "cases_sha256": hashlib.sha256(cases_path.read_bytes()).hexdigest(),
@@ -175,7 +174,6 @@ def results(
         "sent_this_run": run.sent,
         "reused_from_earlier_runs": run.skipped,
         "identity": run.identity,
-        "identity_consistent": len(shas) <= 1,
         "confidence": "probability of the predicted option; noul: max(p, 1 - p) with yes predicted when p >= 0.5",
         "brier": "mean over cases of the sum over declared options of (p - y)^2 (noul: yes and no), range 0..2",
         **metrics.report(run.predictions, target_accuracy, min_support=min_support, review_accuracy=review_accuracy),
