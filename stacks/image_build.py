@@ -36,6 +36,12 @@ BUILDSPEC = ROOT / "buildspec" / "image.yml"
 HANDLER = Path(__file__).resolve().parent / "image_build_handler"
 HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+# CloudFormation fails a custom resource after one hour whatever the provider is told, so the build (queue
+# included) must end, and the waiter give up with the build's log link, inside it.
+CUSTOM_RESOURCE_LIMIT_MINUTES = 60
+QUEUED_MINUTES = 10
+BUILD_MINUTES = 45
+WAIT_MINUTES = 55
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,8 @@ class ImageBuild(Construct):
             },
             encryption_key=key,
             logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=self.log_group)),
-            timeout=cdk.Duration.minutes(60),
+            timeout=cdk.Duration.minutes(BUILD_MINUTES),
+            queued_timeout=cdk.Duration.minutes(QUEUED_MINUTES),
         )
         repository.grant_pull_push(self.project)
         self.project.add_to_role_policy(
@@ -187,7 +194,7 @@ class ImageBuild(Construct):
             on_event_handler=self.start,
             is_complete_handler=self.check,
             query_interval=cdk.Duration.seconds(30),
-            total_timeout=cdk.Duration.minutes(90),
+            total_timeout=cdk.Duration.minutes(WAIT_MINUTES),
             log_group=framework_logs,
             framework_on_event_role=on_event_role,
             framework_complete_and_timeout_role=waiter_role,

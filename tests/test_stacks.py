@@ -20,6 +20,7 @@ from constructs import Construct
 from decision_adapter.serve import JsonFormatter
 
 from app import build_app
+from stacks import image_build
 from stacks.image_build import BUILDSPEC, image_tag, recipe_hash
 from stacks.nag import MIN_REASON_LENGTH, acknowledged
 from tests.cdk_support import VARIANT_ACCOUNT, VARIANT_TOPIC, VARIANTS, Synthesized, cdk_context, synthesize
@@ -217,6 +218,16 @@ def test_the_image_build_waits_through_an_is_complete_provider(dev: Synthesized)
     handlers = {f["Properties"]["Handler"] for f in functions}
     assert {"index.on_event", "index.is_complete"} <= handlers
     dev.template("Serving").resource_count_is("AWS::StepFunctions::StateMachine", 1)  # the provider's waiter
+
+
+def test_the_build_and_its_waiter_end_inside_cloudformations_custom_resource_hour(dev: Synthesized) -> None:
+    project = next(iter(dev.resources("Serving", "AWS::CodeBuild::Project").values()))["Properties"]
+    queued, build = project["QueuedTimeoutInMinutes"], project["TimeoutInMinutes"]
+    assert (queued, build) == (image_build.QUEUED_MINUTES, image_build.BUILD_MINUTES)
+    assert queued + build <= image_build.WAIT_MINUTES < image_build.CUSTOM_RESOURCE_LIMIT_MINUTES
+    waiter = json.dumps(next(iter(dev.resources("Serving", "AWS::StepFunctions::StateMachine").values())))
+    polls = image_build.WAIT_MINUTES * 60 // 30  # the provider polls every 30 s
+    assert f'MaxAttempts\\":{polls},' in waiter and 'IntervalSeconds\\":30,' in waiter
 
 
 # --- endpoints ----------------------------------------------------------------------------------
