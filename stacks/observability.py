@@ -16,7 +16,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from stacks.config import Alarms
+from stacks.config import LOG_RETENTION, Alarms
 from stacks.endpoint import ServingEndpoint
 
 SAGEMAKER = "AWS/SageMaker"
@@ -24,35 +24,9 @@ SAGEMAKER_INSTANCES = "/aws/sagemaker/Endpoints"
 OVERLOAD_PATTERN = '{ $.event = "overload_rejected" }'
 
 
-_RETENTION = {
-    1: logs.RetentionDays.ONE_DAY,
-    3: logs.RetentionDays.THREE_DAYS,
-    5: logs.RetentionDays.FIVE_DAYS,
-    7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS,
-    30: logs.RetentionDays.ONE_MONTH,
-    60: logs.RetentionDays.TWO_MONTHS,
-    90: logs.RetentionDays.THREE_MONTHS,
-    120: logs.RetentionDays.FOUR_MONTHS,
-    150: logs.RetentionDays.FIVE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS,
-    365: logs.RetentionDays.ONE_YEAR,
-    400: logs.RetentionDays.THIRTEEN_MONTHS,
-    545: logs.RetentionDays.EIGHTEEN_MONTHS,
-    731: logs.RetentionDays.TWO_YEARS,
-    1096: logs.RetentionDays.THREE_YEARS,
-    1827: logs.RetentionDays.FIVE_YEARS,
-    2192: logs.RetentionDays.SIX_YEARS,
-    2557: logs.RetentionDays.SEVEN_YEARS,
-    2922: logs.RetentionDays.EIGHT_YEARS,
-    3288: logs.RetentionDays.NINE_YEARS,
-    3653: logs.RetentionDays.TEN_YEARS,
-}
-
-
 def log_retention(days: int) -> logs.RetentionDays:
-    """config.LOG_RETENTION_DAYS has already checked that `days` is one of these."""
-    return _RETENTION[days]
+    """The configuration has already checked that `days` is one of CloudWatch's periods."""
+    return LOG_RETENTION[days]
 
 
 def overload_namespace(endpoint_name: str) -> str:
