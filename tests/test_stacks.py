@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,14 @@ import yaml
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 from constructs import Construct
+from decision_adapter import handlers
 from decision_adapter.serve import JsonFormatter
 
 from app import build_app
 from stacks import image_build
 from stacks.image_build import BUILDSPEC, image_tag, recipe_hash
 from stacks.nag import MIN_REASON_LENGTH, acknowledged
+from stacks.observability import OVERLOAD_PATTERN
 from tests.cdk_support import VARIANT_ACCOUNT, VARIANT_TOPIC, VARIANTS, Synthesized, cdk_context, synthesize
 
 DLC_ACCOUNT = "763104351884"
@@ -413,17 +416,23 @@ def test_overload_rejections_are_counted_from_the_adapter_log_lines(prod: Synthe
     groups = set()
     for f in filters:
         props = f["Properties"]
-        assert props["FilterPattern"] == '{ $.event = "overload_rejected" }'
+        assert props["FilterPattern"] == OVERLOAD_PATTERN
         groups.add(by_ref(res, props["LogGroupName"])["Properties"]["LogGroupName"])
         assert props["MetricTransformations"][0]["MetricName"] == "OverloadRejections"
     assert groups == {"/aws/sagemaker/Endpoints/decision-prod-cpu", "/aws/sagemaker/Endpoints/decision-prod-gpu"}
 
 
-def test_the_overload_filter_matches_the_adapters_log_lines() -> None:
-    message = json.dumps({"event": "overload_rejected", "request_id": "r1", "route": "/invocations", "status": 429})
-    record = logging.LogRecord("decision_adapter.app", logging.WARNING, __file__, 1, message, None, None)
+def test_the_overload_filter_matches_the_adapters_log_lines(caplog: pytest.LogCaptureFixture) -> None:
+    """The line the adapter writes when it refuses a request with 429, as `serve` formats it, carries the
+    field and value the metric filter selects at top level."""
+    with caplog.at_level(logging.WARNING, logger="decision_adapter.requests"):
+        handlers._log_rejection("r1", "/invocations", 429, "overload_rejected")
+    (record,) = caplog.records
     line = json.loads(JsonFormatter().format(record))
-    assert line["event"] == "overload_rejected"  # a top-level field: what { $.event = ... } selects
+    selects = re.fullmatch(r'\{ \$\.(\w+) = "(\w+)" \}', OVERLOAD_PATTERN)
+    assert selects is not None
+    field, value = selects.groups()
+    assert line[field] == value and line["status"] == 429
 
 
 def test_alarms_notify_the_configured_topic(synth: Synthesized, variant: Synthesized) -> None:
