@@ -307,7 +307,7 @@ class EnvironmentConfig(_Frozen):
     def placeholders(self) -> list[str]:
         """Keys in use that still hold the all-zero placeholder: synth works, a deployment would not."""
         values = {
-            f"dlc.{flavour}_digest": getattr(self.dlc, f"{flavour}_digest")[7:]
+            f"dlc.{flavour}_digest": self.dlc.digest(flavour).removeprefix("sha256:")
             for flavour in sorted(self.image_flavours)
         }
         if self.decision_endpoints:

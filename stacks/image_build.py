@@ -46,10 +46,8 @@ WAIT_MINUTES = 55
 
 @dataclass(frozen=True)
 class BuiltImage:
-    """One pushed image: its flavour, digest and digest-pinned URI (CloudFormation tokens)."""
+    """One pushed image: its digest and digest-pinned URI (CloudFormation tokens)."""
 
-    flavour: str
-    tag: str
     digest: str
     uri: str
 
@@ -81,6 +79,11 @@ def recipe_hash() -> str:
 def dlc_repository_arn(scope: Construct, dlc: DlcImages) -> str:
     stack = cdk.Stack.of(scope)
     return f"arn:{stack.partition}:ecr:{stack.region}:{dlc.registry_account}:repository/{dlc.repository}"
+
+
+def grant_dlc_pull(principal: iam.IGrantable, scope: Construct, dlc: DlcImages) -> None:
+    """Pull from the DLC repository only (the caller adds ecr:GetAuthorizationToken where nothing else does)."""
+    iam.Grant.add_to_principal(grantee=principal, actions=PULL_ACTIONS, resource_arns=[dlc_repository_arn(scope, dlc)])
 
 
 def dlc_image(scope: Construct, dlc: DlcImages, flavour: str) -> str:
@@ -134,17 +137,16 @@ class ImageBuild(Construct):
         self.project.add_to_role_policy(
             iam.PolicyStatement(actions=["ecr:DescribeImages"], resources=[repository.repository_arn])
         )
-        self.project.add_to_role_policy(
-            iam.PolicyStatement(actions=PULL_ACTIONS, resources=[dlc_repository_arn(self, dlc)])
-        )
+        grant_dlc_pull(self.project, self, dlc)
 
         self.provider = self._provider(log_retention)
         self._acknowledge()
         self.images: dict[str, BuiltImage] = {}
+        recipe = recipe_hash()
         for flavour in flavours:
             base = dlc_image(self, dlc, flavour)
             pinned = f"{dlc.registry_account}/{dlc.repository}@{dlc.digest(flavour)}"
-            tag = image_tag(flavour, self.source.asset_hash, pinned, recipe_hash())
+            tag = image_tag(flavour, self.source.asset_hash, pinned, recipe)
             resource = cdk.CustomResource(
                 self,
                 f"{flavour.capitalize()}Image",
@@ -163,8 +165,6 @@ class ImageBuild(Construct):
                 },
             )
             self.images[flavour] = BuiltImage(
-                flavour=flavour,
-                tag=tag,
                 digest=resource.get_att_string("ImageDigest"),
                 uri=resource.get_att_string("ImageUri"),
             )

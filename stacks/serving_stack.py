@@ -17,7 +17,7 @@ from stacks.autoscaling import EndpointAutoscaling
 from stacks.config import IMAGE_FLAVOURS, ChatEndpoint, CpuEndpoint, EnvironmentConfig, GpuEndpoint
 from stacks.endpoint import ServingEndpoint
 from stacks.foundation_stack import FoundationStack
-from stacks.image_build import PULL_ACTIONS, BuiltImage, ImageBuild, dlc_image, dlc_repository_arn
+from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.observability import EndpointAlarms, build_dashboard, log_retention
 
 ALL_GPU_LAYERS = "999"
@@ -115,9 +115,7 @@ class ServingStack(cdk.Stack):
                 dlc_image(self, config.dlc, chat.flavour),
                 chat_environment(chat),
             )
-            endpoint.role.add_to_policy(
-                iam.PolicyStatement(actions=PULL_ACTIONS, resources=[dlc_repository_arn(self, config.dlc)])
-            )
+            grant_dlc_pull(endpoint.role, self, config.dlc)
             endpoint.role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
 
         dashboard = build_dashboard(
