@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,11 +65,14 @@ class ChecksumMismatch(Exception):
         self.path, self.expected, self.actual = path, expected, actual
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, on_chunk: Callable[[int], object] | None = None) -> str:
+    """The file's sha256; `on_chunk(n)` after each chunk read (a progress bar's update)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
+            if on_chunk is not None:
+                on_chunk(len(chunk))
     return digest.hexdigest()
 
 

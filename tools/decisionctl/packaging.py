@@ -16,7 +16,7 @@ import re
 import shutil
 import tarfile
 from dataclasses import dataclass, field
-from pathlib import Path, PosixPath
+from pathlib import Path
 from typing import IO, Any
 
 from decision_adapter.manifest import (
@@ -63,22 +63,9 @@ class _MeteredReader(io.RawIOBase):
         super().close()
 
 
-class _MeteredPath(PosixPath):
-    """A path whose open() reports progress, so that manifest.sha256_file can be used as it is."""
-
-    bar: Any = None
-
-    def open(self, *args: Any, **kwargs: Any) -> Any:
-        return _MeteredReader(super().open(*args, **kwargs), self.bar)
-
-
 def hash_with_progress(path: Path, desc: str) -> str:
-    if os.name == "nt":
-        return sha256_file(path)
-    metered = _MeteredPath(path)
     with _bar(desc, path.stat().st_size) as bar:
-        metered.bar = bar
-        return sha256_file(metered)
+        return sha256_file(path, on_chunk=bar.update)
 
 
 @dataclass
