@@ -14,7 +14,7 @@ import logging
 import math
 from dataclasses import dataclass
 
-from .manifest import QUESTION_TYPES
+from .contract import QUESTION_TYPES
 
 log = logging.getLogger("decision_adapter.gguf_metadata")
 

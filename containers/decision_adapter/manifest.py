@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA = "decision-model-manifest/1"
 MANIFEST_NAME = "manifest.json"
-QUESTION_TYPES = ("noul", "choice", "score")
 _CHUNK = 8 * 1024 * 1024
 
 

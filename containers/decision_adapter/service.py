@@ -17,13 +17,12 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .contract import DEFAULT_MODEL_ALIAS
+from .contract import DEFAULT_MODEL_ALIAS, QUESTION_TYPES
 from .engine import DecisionEngine, DecisionOutcome
 from .errors import Overloaded
 from .gguf_metadata import read_decision_metadata
 from .gguf_scheme import scheme_from_metadata
 from .identity import build_identity
-from .manifest import QUESTION_TYPES
 from .model_files import ModelFile, find_gguf, verify_model
 from .prompt import build_template
 from .runtime import LlamaRuntime

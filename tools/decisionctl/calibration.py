@@ -16,7 +16,7 @@ from typing import Any
 from decision_adapter.manifest import Calibration
 
 from decisionctl import metrics
-from decisionctl.cases import Prediction
+from decisionctl.cases import Prediction, predicted_index
 
 _FLOOR = 1e-12  # a probability the endpoint rounded to 0 still carries a finite (large) penalty
 _LOG_A_BOUNDS = (math.log(1e-2), math.log(1e2))
@@ -35,9 +35,7 @@ def sharpen(probs: Sequence[float], exponent: float) -> list[float]:
 def rescale(pred: Prediction, exponent: float) -> Prediction:
     """The prediction as the endpoint would make it with temperature T0 / exponent."""
     probs = sharpen(pred.probs, exponent)
-    predicted = max(range(len(probs)), key=lambda i: probs[i])
-    if pred.type == "noul":
-        predicted = 0 if probs[0] >= 0.5 else 1
+    predicted = predicted_index(pred.type, probs)
     return replace(
         pred,
         probs=probs,

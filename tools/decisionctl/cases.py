@@ -139,6 +139,13 @@ def load_cases(path: Path) -> list[Case]:
     return cases
 
 
+def predicted_index(qtype: str, probs: Sequence[float]) -> int:
+    """The option an answer picks: noul yes when p(yes) >= 0.5, otherwise the most probable option."""
+    if qtype == "noul":
+        return 0 if probs[0] >= 0.5 else 1
+    return contract.score_mode(probs)
+
+
 def prediction_from_response(case: Case, response: Mapping[str, Any], latency_s: float) -> Prediction:
     """Read the one answer a case's request gets back into the case's option order."""
     answer = response.get("answers", {}).get(QUESTION_ID)
@@ -153,11 +160,11 @@ def prediction_from_response(case: Case, response: Mapping[str, Any], latency_s:
     if case.type == "noul":
         p_yes = float(answer["noul"])
         probs = [p_yes, 1.0 - p_yes]
-        predicted = 0 if p_yes >= 0.5 else 1
+        predicted = predicted_index("noul", probs)
     else:
         table = answer["probabilities"]
         probs = [float(table[name]) for name in case.options]
-        predicted = case.options.index(answer["choice"]) if case.type == "choice" else contract.score_mode(probs)
+        predicted = case.options.index(answer["choice"]) if case.type == "choice" else predicted_index("score", probs)
         contract_confidence = float(answer["confidence"])
     return Prediction(
         case.id,

@@ -285,7 +285,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         targets.append(
             {
                 "label": label,
-                "target": url or f"sagemaker:{endpoint}",
+                "target": transport.label,
                 "instance_type": instance_type,
                 "price_per_hour": price,
                 "currency": prices.currency if prices else None,

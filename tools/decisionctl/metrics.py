@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from decision_adapter import contract
+
 from decisionctl.cases import Prediction
 
 ECE_BINS = 10
@@ -178,7 +180,7 @@ def by_type(preds: Sequence[Prediction]) -> dict[str, list[Prediction]]:
     groups: dict[str, list[Prediction]] = {}
     for p in preds:
         groups.setdefault(p.type, []).append(p)
-    return {t: groups[t] for t in ("noul", "choice", "score") if t in groups}
+    return {t: groups[t] for t in contract.QUESTION_TYPES if t in groups}
 
 
 def report(
