@@ -27,6 +27,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from decisionctl.bench import percentiles  # noqa: E402
+
 from tests.conftest import MODEL_DIR, MODEL_FILE, AdapterProcess, start_adapter  # noqa: E402
 
 TICKET = (
@@ -166,8 +168,9 @@ def bench_serial_tail(tmp: Path, count: int) -> dict[str, Any]:
             state = f"Ticket {i}: " + TICKET.replace("March", ["March", "April", "May", "June"][i % 4])
             qs = {"refund": NOUL, "team": CHOICE, "anger": SCORE}
             lat.append(post(adapter, {"state": state, "questions": qs})[0])
-        lat.sort()
-        p50, p95 = statistics.median(lat), lat[int(0.95 * (len(lat) - 1))]
+        spread = percentiles(lat)  # the same definition `decisionctl bench` reports
+        p50, p95 = spread["p50"], spread["p95"]
+        assert p50 is not None and p95 is not None
         return {"requests": count, "p50_s": p50, "p95_s": p95, "ratio": p95 / p50, "target": "<= 1.5"}
     finally:
         adapter.stop()
@@ -363,7 +366,8 @@ def main() -> int:
             results.update(part)
             print(f"{name} ({time.perf_counter() - t0:.0f} s): {json.dumps(part, indent=1)}", flush=True)
     if args.only and args.out.exists():  # a partial run updates its sections and keeps the others
-        results = {**json.loads(args.out.read_text()), **results}
+        earlier = json.loads(args.out.read_text())
+        results = {**earlier, **results, "quick": bool(earlier.get("quick")) or args.quick}
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0

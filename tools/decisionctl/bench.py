@@ -24,7 +24,6 @@ MAX_ERROR_EXAMPLES = 5
 
 @dataclass(frozen=True)
 class Sample:
-    start_s: float
     latency_s: float
     status: int
     error: str
@@ -69,16 +68,14 @@ def _worker(
     bodies: Sequence[dict[str, Any]],
     dispenser: _Dispenser,
     *,
-    t0: float,
     samples: list[Sample],
     lock: threading.Lock,
 ) -> None:
     while (index := dispenser.take()) is not None:
         reply = transport.send(bodies[index % len(bodies)])
-        start = time.perf_counter() - reply.latency_s - t0
         error = "" if reply.ok else reply.describe_error()
         with lock:
-            samples.append(Sample(start, reply.latency_s, reply.status, error))
+            samples.append(Sample(reply.latency_s, reply.status, error))
         if reply.status == 429:
             time.sleep(min(reply.retry_after_s or 0.0, PAUSE_CAP_S))
 
@@ -130,7 +127,7 @@ def run_level(
     samples: list[Sample] = []
     lock = threading.Lock()
     t0 = time.perf_counter()
-    kwargs = {"t0": t0, "samples": samples, "lock": lock}
+    kwargs = {"samples": samples, "lock": lock}
     threads = [
         threading.Thread(target=_worker, args=(transport, bodies, dispenser), kwargs=kwargs, daemon=True)
         for _ in range(concurrency)
