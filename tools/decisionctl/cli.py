@@ -22,7 +22,16 @@ from decisionctl import plots, render
 from decisionctl.cases import CaseError, load_cases
 from decisionctl.packaging import PackagingError, package_model
 from decisionctl.prices import BUILTIN, cost_per_1000, load_prices
-from decisionctl.transport import HttpTransport, Reply, RetryPolicy, SageMakerTransport, Transport, send_with_retries
+from decisionctl.transport import (
+    DEFAULT_ROUTE,
+    DEFAULT_TIMEOUT_S,
+    HttpTransport,
+    Reply,
+    RetryPolicy,
+    SageMakerTransport,
+    Transport,
+    send_with_retries,
+)
 
 API_KEY_ENV = "DECISION_API_KEY"
 EXIT_FAILED = 1
@@ -46,7 +55,7 @@ def _add_target(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     group.add_argument("--region", help="AWS region of the SageMaker endpoint (default: from the AWS configuration)")
     group.add_argument(
         "--route",
-        default="/v1/systemone",
+        default=DEFAULT_ROUTE,
         help="path for --url (default /v1/systemone; /invocations is what SageMaker calls)",
     )
     group.add_argument(
@@ -54,7 +63,9 @@ def _add_target(p: argparse.ArgumentParser, *, required: bool = True) -> None:
         default=os.environ.get(API_KEY_ENV),
         help=f"sent as 'Authorization: Bearer KEY' with --url (default: ${API_KEY_ENV})",
     )
-    group.add_argument("--timeout", type=float, default=70.0, help="seconds to wait for one answer (default 70)")
+    group.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for one answer (default %(default)s)"
+    )
 
 
 def _transport(url: str | None, endpoint: str | None, args: argparse.Namespace, max_connections: int = 16) -> Transport:
@@ -332,7 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(p)
     p.add_argument("--json", action="store_true", help="print the raw response JSON")
     p.add_argument("--show-identity", action="store_true", help="also print the response's run identity (x_run)")
-    p.add_argument("--max-attempts", type=int, default=5, help="attempts in all, first included (default 5)")
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        default=RetryPolicy.max_attempts,
+        help="attempts in all, first included (default %(default)s)",
+    )
     p.set_defaults(func=cmd_decide)
 
     p = sub.add_parser(
@@ -375,7 +391,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
     p.add_argument("--restart", action="store_true", help="forget earlier predictions in --out and score everything")
-    p.add_argument("--max-attempts", type=int, default=5, help="attempts per case, first included (default 5)")
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        default=RetryPolicy.max_attempts,
+        help="attempts per case, first included (default %(default)s)",
+    )
     p.add_argument("--fit-calibration", action="store_true", help="fit per-type temperature, report held-out ECE")
     p.add_argument("--holdout", type=float, default=0.4, help="held-out fraction per type for --fit-calibration (0.4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fit/held-out split (0)")
