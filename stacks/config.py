@@ -13,11 +13,18 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
+import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 DEFAULT_ENVIRONMENT = "dev"
 PLACEHOLDER_SHA256 = "0" * 64
+
+
+def removal_policy_of(destroy_on_delete: bool) -> cdk.RemovalPolicy:
+    """What `cdk destroy` does with a stateful resource: delete it, or leave it in the account."""
+    return cdk.RemovalPolicy.DESTROY if destroy_on_delete else cdk.RemovalPolicy.RETAIN
+
 
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION = {
@@ -285,6 +292,10 @@ class EnvironmentConfig(_Frozen):
     @property
     def destroy_on_delete(self) -> bool:
         return self.removal_policy == "destroy"
+
+    @property
+    def cdk_removal_policy(self) -> cdk.RemovalPolicy:
+        return removal_policy_of(self.destroy_on_delete)
 
     @property
     def decision_endpoints(self) -> dict[str, CpuEndpoint | GpuEndpoint]:

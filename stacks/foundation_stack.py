@@ -27,7 +27,7 @@ class FoundationStack(cdk.Stack):
             description=f"Decision endpoints ({config.name}): key, image repository, model bucket, alarm topic",
             termination_protection=config.termination_protection,
         )
-        removal = cdk.RemovalPolicy.DESTROY if config.destroy_on_delete else cdk.RemovalPolicy.RETAIN
+        removal = config.cdk_removal_policy
 
         self.key = kms.Key(
             self,

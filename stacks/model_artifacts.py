@@ -7,6 +7,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from stacks.config import removal_policy_of
 from stacks.nag import acknowledge
 
 
@@ -24,7 +25,7 @@ class ModelArtifacts(Construct):
         access_log_retention_days: int,
     ) -> None:
         super().__init__(scope, construct_id)
-        removal = cdk.RemovalPolicy.DESTROY if destroy_on_delete else cdk.RemovalPolicy.RETAIN
+        removal = removal_policy_of(destroy_on_delete)
         self.model_key = model_key
         self.access_logs = s3.Bucket(
             self,

@@ -7,6 +7,8 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from stacks.config import removal_policy_of
+
 
 class ImageRepository(Construct):
     """Scan on push, immutable tags (a tag names one build forever), lifecycle rules, KMS encryption."""
@@ -43,6 +45,6 @@ class ImageRepository(Construct):
                     max_image_count=keep_images,
                 ),
             ],
-            removal_policy=cdk.RemovalPolicy.DESTROY if destroy_on_delete else cdk.RemovalPolicy.RETAIN,
+            removal_policy=removal_policy_of(destroy_on_delete),
             empty_on_delete=destroy_on_delete,
         )

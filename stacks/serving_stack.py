@@ -148,7 +148,7 @@ class ServingStack(cdk.Stack):
             model_download_timeout_seconds=config.model.download_timeout_seconds,
             volume_key=foundation.key,
             log_retention=self.retention,
-            removal_policy=cdk.RemovalPolicy.DESTROY if config.destroy_on_delete else cdk.RemovalPolicy.RETAIN,
+            removal_policy=config.cdk_removal_policy,
         )
         # Read exactly the model object, decrypting only through S3 and ECR.
         endpoint.role.add_to_policy(
