@@ -160,7 +160,8 @@ class ServingStack(cdk.Stack):
                 resources=[foundation.key.key_arn],
                 conditions={
                     "StringEquals": {
-                        "kms:ViaService": [f"s3.{self.region}.amazonaws.com", f"ecr.{self.region}.amazonaws.com"]
+                        # AWS::URLSuffix: amazonaws.com, or amazonaws.com.cn in the China partition
+                        "kms:ViaService": [f"{svc}.{self.region}.{self.url_suffix}" for svc in ("s3", "ecr")]
                     }
                 },
             )

@@ -483,7 +483,11 @@ def test_sagemaker_role_reads_exactly_its_model_object_and_repository(synth: Syn
         s3 = by_action["s3:GetObject"]
         assert json.dumps(s3["Resource"]).endswith(f'"/{synth.config.model.s3_key}"]]}}')
         assert not any(a.startswith("s3:") and a != "s3:GetObject" for a in by_action)
-        assert by_action["kms:Decrypt"]["Condition"]["StringEquals"]["kms:ViaService"]
+        via = json.dumps(by_action["kms:Decrypt"]["Condition"]["StringEquals"]["kms:ViaService"])
+        region = synth.config.region
+        # decrypt only through S3 and ECR in the endpoint's region, in whatever partition it is deployed to
+        assert f'"s3.{region}."' in via and f'"ecr.{region}."' in via and via.count("AWS::URLSuffix") == 2, via
+        assert "amazonaws.com" not in via, via
         logs = json.dumps(by_action["logs:PutLogEvents"]["Resource"])
         assert "Logs" in logs  # its own log group's ARN attribute, nothing wider
         if name.startswith("decision-"):
