@@ -111,6 +111,44 @@ def test_fuzzed_bodies_never_get_a_5xx(adapter_url: str, body: bytes) -> None:
         assert r.headers["content-type"].startswith("application/json")
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"Infinity",
+        b"NaN",
+        b"1e999",
+        b'{"state": -Infinity, "questions": {"q": {"type": "noul"}}}',
+        b'{"state": "x", "questions": {"q": {"type": "score", "criteria": ["low", NaN]}}}',
+    ],
+)
+def test_non_finite_json_numbers_get_a_4xx_not_a_500(adapter_url: str, body: bytes) -> None:
+    """Python's JSON reader accepts NaN and Infinity; echoing them in a 422 made the error unserializable (500)."""
+    for route in ("/v1/systemone", "/invocations"):
+        r = httpx.post(adapter_url + route, content=body, headers={"content-type": "application/json"}, timeout=60)
+        assert 400 <= r.status_code < 500, (route, body, r.status_code, r.text)
+        r.json()
+
+
+def test_a_non_finite_number_inside_a_state_object_is_just_text_to_the_model(adapter_url: str) -> None:
+    body = b'{"state": {"temperature": Infinity, "note": "sensor fault"}, "questions": {"q": {"type": "noul"}}}'
+    r = httpx.post(
+        adapter_url + "/v1/systemone", content=body, headers={"content-type": "application/json"}, timeout=60
+    )
+    assert r.status_code == 200, r.text
+    assert 0 < r.json()["answers"]["q"]["noul"] < 1
+
+
+def test_validation_errors_say_where_and_why_without_echoing_the_input(adapter_url: str) -> None:
+    secret = "Jane Roe, card ending 4471, wants a refund"
+    body = {"state": secret, "questions": {"q": {"type": "boolean", "instructions": f"Does {secret} deserve it?"}}}
+    for route in ("/v1/systemone", "/invocations"):
+        r = httpx.post(adapter_url + route, json=body, timeout=60)
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert detail and all(set(d) == {"loc", "msg", "type"} and d["loc"][0] == "body" for d in detail), detail
+        assert secret not in r.text
+
+
 def test_server_is_up_after_fuzzing(adapter_url: str) -> None:
     assert httpx.get(f"{adapter_url}/ping", timeout=10).status_code == 200
 

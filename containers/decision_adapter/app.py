@@ -117,6 +117,18 @@ def create_app(
     async def _adapter_error(request: Request, err: AdapterError) -> Response:
         return error_response(err)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, err: RequestValidationError) -> Response:
+        """422 with where and why (decision-api.md), without FastAPI's echo of the offending input. The input can
+        be customer text, which error bodies carry into client logs. It can also be a non-finite number
+        (Python's JSON reader accepts `Infinity` and `NaN`), which JSON cannot carry back, so echoing it
+        turned a bad request into a 500."""
+        detail = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+            for e in err.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": detail})
+
     def svc(request: Request) -> ModelService:
         service_: ModelService | None = getattr(request.app.state, "service", None)
         if service_ is None:
@@ -171,7 +183,7 @@ def create_app(
             payload = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise RequestValidationError(
-                [{"type": "json_invalid", "loc": ("body", 0), "msg": f"JSON decode error: {e}", "input": {}}]
+                [{"type": "json_invalid", "loc": ("body", 0), "msg": f"JSON decode error: {e}"}]
             ) from None
         shape = _shape(payload)
         try:
