@@ -310,3 +310,34 @@ def test_decide_through_the_sagemaker_route_of_the_real_adapter(adapter_url: str
     rows = {line.split()[0]: line.split()[1] for line in table}
     assert {rows.get("refund"), rows.get("team"), rows.get("anger")} == {"noul", "choice", "score"}
     assert f'"model_sha256": "{MODEL_SHA256}"' in out
+
+
+def test_compare_reports_what_a_rewording_changed_on_the_real_endpoint(
+    evaluated: dict[str, Any], adapter_url: str, tmp_path: Path
+) -> None:
+    """Option wording is model input: the example set with every question's instructions reworded, evaluated
+    against the same endpoint, then compared with the first run; the report must agree with the two results."""
+    reworded = tmp_path / "reworded.jsonl"
+    cases = _examples()
+    for case in cases:
+        case["question"]["instructions"] = "Read the message carefully. " + case["question"]["instructions"]
+    reworded.write_text("".join(json.dumps(case) + "\n" for case in cases))
+    new = tmp_path / "reworded-run"
+    assert cli.main(["evaluate", str(reworded), "--url", adapter_url, "--out", str(new)]) == 0
+    out = tmp_path / "comparison"
+    assert cli.main(["compare", str(evaluated["out"]), str(new), "--out", str(out)]) == 0
+    report = json.loads((out / "comparison.json").read_text())
+    base = {p["id"]: p for p in evaluated["results"]["predictions"]}
+    after = {p["id"]: p for p in json.loads((new / "results.json").read_text())["predictions"]}
+    assert report["overall"]["cases"] == len(base) == len(after) == len(cases)
+    assert report["overall"]["content_changed"] == len(cases)  # every case's wording changed
+    assert report["identity_changes"] == {}  # the same endpoint, model and calibration
+    expected = {
+        cid: 0.5 * sum(abs(x - y) for x, y in zip(b["probs"], after[cid]["probs"], strict=True))
+        for cid, b in base.items()
+    }
+    assert {c["id"]: c["total_variation"] for c in report["cases"]} == pytest.approx(expected, abs=1e-12)
+    changed = sum(b["predicted_index"] != after[cid]["predicted_index"] for cid, b in base.items())
+    assert report["overall"]["decisions_changed"] == changed
+    assert max(expected.values()) > 0.001  # the reworded prompt moved the model's distributions
+    assert (out / "comparison.png").stat().st_size > 10_000

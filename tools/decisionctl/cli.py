@@ -17,6 +17,7 @@ from typing import Any
 from decision_adapter.manifest import ChecksumMismatch, read_manifest, write_manifest
 
 from decisionctl import bench as bench_mod
+from decisionctl import compare as compare_mod
 from decisionctl import evaluate as evaluate_mod
 from decisionctl import plots, render
 from decisionctl.cases import CaseError, load_cases
@@ -240,6 +241,37 @@ def _fit(args: argparse.Namespace, run: evaluate_mod.Run, results: dict[str, Any
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    base, new, out = Path(args.base), Path(args.new), Path(args.out)
+    try:
+        result = compare_mod.compare(
+            compare_mod.load_run(base), compare_mod.load_run(new), threshold=args.threshold, top=args.top
+        )
+    except compare_mod.CompareError as exc:
+        _say(str(exc))
+        return EXIT_FAILED
+    report = result.report
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = out / compare_mod.COMPARISON_JSON, out / compare_mod.COMPARISON_PNG
+    json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    overall = report["overall"]
+    plots.comparison_scatter(
+        png_path,
+        result.points(),
+        title=f"{new.name or new} against {base.name or base}: {overall['decisions_changed']} of "
+        f"{overall['cases']} decisions changed",
+        threshold=result.threshold,
+    )
+    print(render.comparison(report))
+    print(f"wrote {json_path}, {png_path}")
+    limit = args.max_changed_rate
+    if limit is not None and overall["decisions_changed_rate"] > limit:
+        changed = render.pct(overall["decisions_changed_rate"])
+        _say(f"{changed} of decisions changed, more than --max-changed-rate {limit}")
+        return EXIT_FAILED
+    return 0
+
+
 def _levels(text: str) -> list[int]:
     try:
         levels = [int(x) for x in text.split(",") if x.strip()]
@@ -443,6 +475,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-instance-type", help="instance type of the second target, e.g. ml.g6e.xlarge")
     p.add_argument("--out", default="bench", metavar="DIR", help="output directory (default ./bench)")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser(
+        "compare",
+        help="what changed between two evaluate runs (model, build, hardware, calibration, wording)",
+        description="Compare two `evaluate` output directories of the same labeled cases: accuracy before and "
+        "after, decisions that changed (fixed / broken, with an exact McNemar test), how far each case's "
+        "distribution moved (total variation), and what the change does to the decisions automated at a "
+        "threshold. Writes comparison.json and comparison.png into --out. Calls no endpoint.",
+    )
+    p.add_argument("base", help="the baseline's evaluate --out directory")
+    p.add_argument("new", help="the candidate's evaluate --out directory")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        help="automate threshold to assess (default: the baseline's recommended one, if it had one)",
+    )
+    p.add_argument(
+        "--max-changed-rate",
+        type=float,
+        metavar="R",
+        help="exit 1 if more than this share of decisions changed (a regression gate, e.g. 0.02)",
+    )
+    p.add_argument("--top", type=int, default=10, help="most changed cases to list (default 10)")
+    p.add_argument("--out", default="comparison", metavar="DIR", help="output directory (default ./comparison)")
+    p.set_defaults(func=cmd_compare)
     return parser
 
 

@@ -150,3 +150,41 @@ def latency_plot(path: Path, targets: Mapping[str, Sequence[Mapping[str, Any]]],
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# comparison categories: (colour, marker, legend label)
+COMPARISON_STYLE = {
+    "same": ("tab:grey", "o", "same decision"),
+    "fixed": ("tab:green", "^", "changed: now right"),
+    "broken": ("tab:red", "v", "changed: now wrong"),
+    "other": ("tab:orange", "s", "changed: wrong in both"),
+}
+
+
+def comparison_scatter(
+    path: Path, points: Sequence[tuple[float, float, str]], *, title: str, threshold: float | None = None
+) -> None:
+    """Per case: the baseline's probability for its own decision (x) against the candidate's probability for
+    that same option (y), coloured by what happened to the decision. On the diagonal nothing moved."""
+    fig, ax = plt.subplots(figsize=(6.4, 6.0))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="unchanged")
+    for category, (color, marker, label) in COMPARISON_STYLE.items():
+        xs = [x for x, _, c in points if c == category]
+        ys = [y for _, y, c in points if c == category]
+        if xs:
+            ax.scatter(xs, ys, color=color, marker=marker, s=22, alpha=0.8, label=f"{label} ({len(xs)})", zorder=3)
+    if threshold is not None:
+        ax.axvline(threshold, color="black", linestyle=":", linewidth=1)
+        ax.axhline(threshold, color="black", linestyle=":", linewidth=1, label=f"automate >= {threshold:.2f}")
+    ax.set(
+        xlim=(0, 1.02),
+        ylim=(0, 1.02),
+        xlabel="baseline: probability of its decision",
+        ylabel="candidate: probability of that same option",
+        title=title,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

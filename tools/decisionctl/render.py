@@ -18,6 +18,10 @@ def num(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def cases(n: int) -> str:
+    return f"{n} case" if n == 1 else f"{n} cases"
+
+
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -198,3 +202,61 @@ def bench(targets: Sequence[Mapping[str, Any]]) -> str:
     for column, title in groups:
         title_line = title_line.ljust(starts[column]) + ("| " if title_line else "") + title
     return title_line + "\n" + body
+
+
+def comparison(report: Mapping[str, Any]) -> str:
+    """Baseline against candidate: accuracy, changed decisions, distribution shift, automated decisions."""
+    sections = {"all types": report["overall"], **report["by_type"]}
+    rows = [
+        [
+            name,
+            s["cases"],
+            pct(s["accuracy_base"]),
+            pct(s["accuracy_new"]),
+            f"{s['decisions_changed']} ({pct(s['decisions_changed_rate'])})",
+            f"+{s['fixed']} / -{s['broken']}",
+            num(s["mcnemar_p"]),
+            num(s["mean_total_variation"]),
+            num(s["max_total_variation"]),
+        ]
+        for name, s in sections.items()
+    ]
+    headers = ["", "cases", "acc base", "acc new", "changed", "fixed/broken", "McNemar p", "mean TV", "max TV"]
+    parts = [table(headers, rows)]
+    overall = report["overall"]
+    if overall["content_changed"]:
+        parts.append(f"{cases(overall['content_changed'])} changed content (wording) between the runs")
+    for side in ("only_in_base", "only_in_new"):
+        if report[side]:
+            parts.append(f"{cases(len(report[side]))} {side.replace('_', ' ')} (not compared)")
+    auto = overall.get("automate")
+    if auto:
+        parts.append(
+            f"automate at confidence >= {auto['threshold']:.2f}: {cases(auto['base'])} before, {auto['new']} after "
+            f"(+{auto['newly_automated']} / -{auto['no_longer_automated']}); "
+            f"wrong among them: {auto['wrong_automated_base']} before, {auto['wrong_automated_new']} after"
+        )
+    changes = report["identity_changes"]
+    if changes:
+        parts.append("run identity changed: " + "; ".join(f"{k} {v['base']} -> {v['new']}" for k, v in changes.items()))
+    else:
+        parts.append("run identity: the same model, build, hardware, prompt template and calibration")
+    if report["most_changed"]:
+        parts.append("\nMost changed cases:")
+        parts.append(
+            table(
+                ["id", "type", "decision", "confidence", "TV", "right"],
+                [
+                    [
+                        c["id"],
+                        c["type"],
+                        f"{c['base_choice']} -> {c['new_choice']}",
+                        f"{c['base_confidence']:.3f} -> {c['new_confidence']:.3f}",
+                        num(c["total_variation"]),
+                        f"{'yes' if c['base_correct'] else 'no'} -> {'yes' if c['new_correct'] else 'no'}",
+                    ]
+                    for c in report["most_changed"]
+                ],
+            )
+        )
+    return "\n".join(parts)

@@ -1,0 +1,160 @@
+"""`decisionctl compare` on two evaluation directories written here case by case, so every count is known.
+(The same command on two real evaluate runs against the adapter is in test_decisionctl_evaluate.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from decisionctl import cli
+from decisionctl.cases import Prediction
+from decisionctl.compare import CompareError, compare, load_run, mcnemar_p
+
+NOUL, ABC, LEVELS = ["yes", "no"], ["a", "b", "c"], ["0", "1", "2"]
+
+
+def pred(cid: str, qtype: str, options: list[str], probs: list[float], expected: str) -> Prediction:
+    best = max(range(len(probs)), key=probs.__getitem__)
+    return Prediction(
+        id=cid,
+        type=qtype,
+        options=options,
+        probs=probs,
+        expected_index=options.index(expected),
+        predicted_index=best,
+        confidence=probs[best],
+        contract_confidence=None,
+        temperature=1.0,
+        model_sha256="",
+        latency_s=0.1,
+    )
+
+
+def write_run(
+    path: Path, preds: list[Prediction], *, identity: dict[str, Any], automate_at: float | None, hashes: dict[str, str]
+) -> Path:
+    path.mkdir(parents=True)
+    results = {
+        "identity": identity,
+        "recommendation": {"overall": {"automate_at_or_above": automate_at}},
+        "predictions": [p.to_json() for p in preds],
+    }
+    (path / "results.json").write_text(json.dumps(results))
+    lines = [json.dumps({**p.to_json(), "case_sha256": hashes.get(p.id, "h-" + p.id)}) for p in preds]
+    (path / "predictions.jsonl").write_text("\n".join(lines) + '\n{"id": "torn')  # a killed run's last line
+    return path
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> tuple[Path, Path]:
+    base = [
+        pred("c1", "noul", NOUL, [0.9, 0.1], "yes"),  # right, automated at 0.8
+        pred("c2", "noul", NOUL, [0.3, 0.7], "yes"),  # wrong
+        pred("c3", "choice", ABC, [0.5, 0.3, 0.2], "b"),  # wrong
+        pred("c4", "choice", ABC, [0.2, 0.7, 0.1], "b"),  # right
+        pred("c5", "score", LEVELS, [0.1, 0.2, 0.7], "2"),  # right
+        pred("c6", "noul", NOUL, [0.5, 0.5], "no"),  # only in the baseline
+    ]
+    new = [
+        pred("c1", "noul", NOUL, [0.9, 0.1], "yes"),  # unchanged
+        pred("c2", "noul", NOUL, [0.6, 0.4], "yes"),  # fixed, TV 0.3
+        pred("c3", "choice", ["c", "a", "b"], [0.1, 0.3, 0.6], "b"),  # options reordered; fixed, TV 0.3
+        pred("c4", "choice", ABC, [0.85, 0.1, 0.05], "b"),  # broken and now automated, TV 0.65
+        pred("c5", "score", LEVELS, [0.1, 0.2, 0.7], "2"),  # reworded (another case hash), same answer
+        pred("c7", "noul", NOUL, [0.5, 0.5], "no"),  # only in the candidate
+    ]
+    return (
+        write_run(
+            tmp_path / "base",
+            base,
+            identity={"model_sha256": "aa", "prompt_template": "generic-v2"},
+            automate_at=0.8,
+            hashes={},
+        ),
+        write_run(
+            tmp_path / "new",
+            new,
+            identity={"model_sha256": "bb", "prompt_template": "generic-v2"},
+            automate_at=None,
+            hashes={"c5": "x"},
+        ),
+    )
+
+
+def test_compare_counts_changed_fixed_broken_shift_and_automation(runs: tuple[Path, Path]) -> None:
+    result = compare(load_run(runs[0]), load_run(runs[1]))
+    report, overall = result.report, result.report["overall"]
+    assert (report["only_in_base"], report["only_in_new"]) == (["c6"], ["c7"])
+    assert report["identity_changes"] == {"model_sha256": {"base": "aa", "new": "bb"}}
+    assert overall["cases"] == 5 and overall["content_changed"] == 1
+    assert (overall["accuracy_base"], overall["accuracy_new"]) == (0.6, 0.8)
+    assert (overall["decisions_changed"], overall["fixed"], overall["broken"]) == (3, 2, 1)
+    assert overall["mcnemar_p"] == 1.0
+    assert overall["mean_total_variation"] == pytest.approx(0.25) and overall["max_total_variation"] == 0.65
+    assert overall["automate"] == {  # the baseline's recommended threshold, 0.8
+        "threshold": 0.8,
+        "base": 1,
+        "new": 2,
+        "newly_automated": 1,
+        "no_longer_automated": 0,
+        "wrong_automated_base": 0,
+        "wrong_automated_new": 1,
+    }
+    assert [c["id"] for c in report["most_changed"]] == ["c4", "c2", "c3"]
+    assert (
+        report["by_type"]["choice"]["decisions_changed"] == 2 and report["by_type"]["score"]["decisions_changed"] == 0
+    )
+    points = result.points()
+    assert points == [
+        (0.9, 0.9, "same"),
+        (0.7, 0.4, "fixed"),
+        (0.5, 0.3, "fixed"),
+        (0.7, 0.1, "broken"),
+        (0.7, 0.7, "same"),
+    ]
+
+
+def test_mcnemar_exact_two_sided() -> None:
+    assert mcnemar_p(0, 6) == pytest.approx(2 / 64)
+    assert mcnemar_p(1, 5) == pytest.approx(2 * 7 / 64)
+    assert mcnemar_p(0, 0) == 1.0 and mcnemar_p(4, 4) == 1.0
+    assert 0 < mcnemar_p(900, 1200) < 1e-9  # large counts stay exact integers until one division
+
+
+def test_cli_writes_report_and_figure_and_gates_on_the_changed_rate(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, new = (str(p) for p in runs)
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", base, new, "--out", str(out), "--threshold", "0.65"]) == 0
+    printed = capsys.readouterr().out
+    assert "3 (60.0%)" in printed and "+2 / -1" in printed and "model_sha256 aa -> bb" in printed
+    report = json.loads((out / "comparison.json").read_text())
+    assert report["overall"]["automate"]["threshold"] == 0.65
+    assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli.main(["compare", base, new, "--out", str(out), "--max-changed-rate", "0.6"]) == 0
+    assert cli.main(["compare", base, new, "--out", str(out), "--max-changed-rate", "0.5"]) == 1
+    assert "60.0% of decisions changed" in capsys.readouterr().err
+
+
+def test_missing_or_incompatible_runs_are_refused_with_the_reason(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["compare", str(runs[0]), str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")]) == 1
+    assert "no results.json; run `decisionctl evaluate" in capsys.readouterr().err
+    other = write_run(
+        tmp_path / "other",
+        [pred("c1", "choice", ABC, [0.2, 0.7, 0.1], "b")],
+        identity={},
+        automate_at=None,
+        hashes={},
+    )
+    with pytest.raises(CompareError, match="'c1' is a noul question"):
+        compare(load_run(runs[0]), load_run(other))
+    disjoint = write_run(
+        tmp_path / "disjoint", [pred("z", "noul", NOUL, [0.5, 0.5], "no")], identity={}, automate_at=None, hashes={}
+    )
+    with pytest.raises(CompareError, match="no case id in common"):
+        compare(load_run(runs[0]), load_run(disjoint))
