@@ -84,7 +84,10 @@ def runs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_compare_counts_changed_fixed_broken_shift_and_automation(runs: tuple[Path, Path]) -> None:
+    logs = [run / "predictions.jsonl" for run in runs]
+    before = [log.read_bytes() for log in logs]
     result = compare(load_run(runs[0]), load_run(runs[1]))
+    assert [log.read_bytes() for log in logs] == before  # another run's torn log is read, never cut
     report, overall = result.report, result.report["overall"]
     assert (report["only_in_base"], report["only_in_new"]) == (["c6"], ["c7"])
     assert report["identity_changes"] == {"model_sha256": {"base": "aa", "new": "bb"}}

@@ -18,7 +18,7 @@ from typing import Any
 
 from decisionctl import metrics
 from decisionctl.cases import Prediction
-from decisionctl.evaluate import PREDICTIONS, RESULTS
+from decisionctl.evaluate import PREDICTIONS, RESULTS, PredictionLog
 
 COMPARISON_JSON = "comparison.json"
 COMPARISON_PNG = "comparison.png"
@@ -95,16 +95,8 @@ def load_run(path: Path) -> EvaluationRun:
         predictions = [Prediction.from_json(p) for p in results["predictions"]]
     except (ValueError, KeyError, TypeError) as exc:
         raise CompareError(f"{results_path}: not an evaluation's results ({exc})") from exc
-    hashes: dict[str, str] = {}
-    log = path / PREDICTIONS
-    if log.is_file():  # read only: a torn last line (a killed run) is skipped, not cut off
-        for line in log.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and "id" in record and "case_sha256" in record:
-                hashes[record["id"]] = record["case_sha256"]
+    records = PredictionLog(path / PREDICTIONS).load(repair=False)  # another run's log: read, never cut
+    hashes = {cid: r["case_sha256"] for cid, r in records.items() if "case_sha256" in r}
     overall = (results.get("recommendation") or {}).get("overall") or {}
     return EvaluationRun(
         path=path,

@@ -50,13 +50,13 @@ class PredictionLog:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def load(self) -> dict[str, dict[str, Any]]:
-        """The latest record per case id."""
+    def load(self, *, repair: bool = True) -> dict[str, dict[str, Any]]:
+        """The latest record per case id; a torn last line is ignored, and with `repair` cut off the file."""
         if not self.path.exists():
             return {}
         data = self.path.read_bytes()
         end = data.rfind(b"\n") + 1
-        if end < len(data):
+        if repair and end < len(data):
             with self.path.open("r+b") as f:
                 f.truncate(end)
         records: dict[str, dict[str, Any]] = {}
