@@ -149,6 +149,50 @@ def test_validation_errors_say_where_and_why_without_echoing_the_input(adapter_u
         assert secret not in r.text
 
 
+def test_chat_content_in_openai_forms_is_text_and_other_parts_are_refused(adapter_url: str) -> None:
+    def chat(content: object) -> httpx.Response:
+        body = {"messages": [{"role": "user", "content": content}], "max_tokens": 4, "temperature": 0}
+        return httpx.post(f"{adapter_url}/v1/chat/completions", json=body, timeout=120)
+
+    plain = chat("Say hello.\nThen stop.")
+    parts = chat([{"type": "text", "text": "Say hello."}, {"type": "text", "text": "Then stop."}])
+    assert plain.status_code == parts.status_code == 200, parts.text
+    assert parts.json()["choices"][0]["message"] == plain.json()["choices"][0]["message"]  # the same prompt
+    assert plain.json()["model"] != "" and "/" not in plain.json()["model"]  # the served name, not a path
+    assert chat(None).status_code == 200  # null content (an assistant turn that only called tools) is empty
+    image = chat([{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}])
+    assert image.status_code == 422 and "only text content parts are served, not 'image_url'" in image.text
+
+
+PART = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "image_url", "input_audio", 3]), "text": st.none() | st.text(max_size=10)}
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    messages=st.lists(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["system", "user", "assistant", "tool", ""]),
+                "content": st.none() | st.text(max_size=20) | st.lists(PART, max_size=3) | st.integers(),
+            }
+        ),
+        max_size=3,
+    ),
+    extra=st.dictionaries(
+        st.sampled_from(["temperature", "top_p", "stop", "seed", "stream", "model"]),
+        st.none() | st.floats(allow_nan=False, allow_infinity=False) | st.integers() | st.text(max_size=5),
+        max_size=3,
+    ),
+)
+def test_fuzzed_chat_bodies_never_get_a_5xx(adapter_url: str, messages: list[object], extra: dict) -> None:
+    body = {"messages": messages, **extra, "max_tokens": 1}  # one token: the shapes are under test, not generation
+    for route in ("/v1/chat/completions", "/invocations"):
+        r = httpx.post(adapter_url + route, json=body, timeout=120)
+        assert r.status_code < 500, (route, body, r.status_code, r.text)
+
+
 def test_server_is_up_after_fuzzing(adapter_url: str) -> None:
     assert httpx.get(f"{adapter_url}/ping", timeout=10).status_code == 200
 

@@ -73,6 +73,24 @@ class ChatMessage(BaseModel):
     role: str
     content: str | list[Any] | None = None
 
+    @field_validator("content")
+    @classmethod
+    def _text_only(cls, value: str | list[Any] | None) -> str:
+        """OpenAI's forms of text content, as the one string a chat template renders: null is empty (an
+        assistant turn that only called tools), and an array of parts is its text parts joined by newlines.
+        Other parts (images, audio) are not served: a 422 says so instead of a template failing with a 500."""
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        texts = []
+        for part in value:
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ValueError(f"only text content parts are served, not {kind!r}")
+            texts.append(part["text"])
+        return "\n".join(texts)
+
 
 class ChatCompletionRequest(BaseModel):
     """The OpenAI chat-completions subset the stock DLC path serves on /invocations."""

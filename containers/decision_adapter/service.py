@@ -200,6 +200,7 @@ class ModelService:
                 )
             finally:
                 engine.rt.forget()  # generation moved the KV cache; the engine must not trust its units
+            result["model"] = self.model_name  # llama-cpp-python reports the GGUF's path on disk
             return result
 
         return self.run(complete)
