@@ -1,4 +1,4 @@
-"""decisionctl: call a decision endpoint, package a model, measure calibration, load-test.
+"""decisionctl: call a decision endpoint, package a model, measure calibration, compare runs, load-test.
 
 The only module that reads arguments and the environment; everything else takes plain values.
 """
