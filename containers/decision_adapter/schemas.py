@@ -1,7 +1,7 @@
 """Request and response models of the decision API (decision-api.md), in one place.
 
-Validation failures become FastAPI's 422 `{"detail": [{"loc": ["body", ...], "msg", "type"}]}`,
-which is the contract's shape.
+Validation failures become a 422 `{"detail": [{"loc": ["body", ...], "msg", "type"}]}`, the contract's
+shape (app.py's handler, which leaves out FastAPI's echo of the input).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +55,17 @@ class EvaluationRun:
 
 @dataclass(frozen=True)
 class CasePair:
-    id: str
-    type: str
     base: Prediction
-    new: Prediction
+    new: Prediction  # same id and question type as base (pair_cases checks)
     content_changed: bool
+
+    @property
+    def id(self) -> str:
+        return self.base.id
+
+    @property
+    def type(self) -> str:
+        return self.base.type
 
     @property
     def base_choice(self) -> str:
@@ -72,7 +79,7 @@ class CasePair:
     def changed(self) -> bool:
         return self.base_choice != self.new_choice
 
-    @property
+    @cached_property  # read by the summaries, the ranking and the report
     def total_variation(self) -> float | None:
         """Half the L1 distance between the two distributions, matched by option; None if the options differ."""
         if set(self.base.options) != set(self.new.options):
@@ -116,7 +123,7 @@ def pair_cases(base: EvaluationRun, new: EvaluationRun) -> list[CasePair]:
         if b.type != n.type:
             raise CompareError(f"case {cid!r} is a {b.type} question in {base.path} but a {n.type} in {new.path}")
         hb, hn = base.case_sha256.get(cid), new.case_sha256.get(cid)
-        pairs.append(CasePair(cid, b.type, b, n, content_changed=hb is not None and hn is not None and hb != hn))
+        pairs.append(CasePair(b, n, content_changed=hb is not None and hn is not None and hb != hn))
     if not pairs:
         raise CompareError(f"{base.path} and {new.path} have no case id in common")
     return pairs
