@@ -1,0 +1,94 @@
+"""Options several commands share (the endpoint to call, retries), declared once, and the helpers that read them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+
+from decisionctl.transport import (
+    DEFAULT_ROUTE,
+    DEFAULT_TIMEOUT_S,
+    HttpTransport,
+    Reply,
+    RetryPolicy,
+    SageMakerTransport,
+    Transport,
+)
+
+API_KEY_ENV = "DECISION_API_KEY"
+EXIT_FAILED = 1
+
+
+class UsageError(ValueError):
+    """Arguments that parse one by one but do not fit together; reported as argparse reports its own errors."""
+
+
+def say(message: str) -> None:
+    """Progress and failures go to stderr, so stdout holds only the result."""
+    print(message, file=sys.stderr)
+
+
+def shipped(name: str) -> Path:
+    """A data file that ships with decisionctl (example cases, bench requests, prices)."""
+    return Path(str(resources.files("decisionctl").joinpath("data", name)))
+
+
+def add_target(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    group = parser.add_argument_group("endpoint (one of)")
+    target = group.add_mutually_exclusive_group(required=required)
+    target.add_argument("--url", help="base URL of a running adapter, e.g. http://127.0.0.1:8080")
+    target.add_argument(
+        "--sagemaker-endpoint", metavar="NAME", help="SageMaker endpoint name (standard AWS credential chain)"
+    )
+    group.add_argument("--region", help="AWS region of the SageMaker endpoint (default: from the AWS configuration)")
+    group.add_argument(
+        "--route",
+        default=DEFAULT_ROUTE,
+        help="path for --url (default /v1/systemone; /invocations is what SageMaker calls)",
+    )
+    group.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV),
+        help=f"sent as 'Authorization: Bearer KEY' with --url (default: ${API_KEY_ENV})",
+    )
+    group.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for one answer (default %(default)s)"
+    )
+
+
+def transport(
+    args: argparse.Namespace,
+    *,
+    max_connections: int,
+    url: str | None = None,
+    endpoint: str | None = None,
+) -> Transport:
+    """The transport to the target `add_target` declared, or to `url` / `endpoint` (bench's second target)."""
+    if url is None and endpoint is None:
+        url, endpoint = args.url, args.sagemaker_endpoint
+    if url:
+        return HttpTransport(
+            url, route=args.route, api_key=args.api_key, timeout_s=args.timeout, max_connections=max_connections
+        )
+    assert endpoint is not None
+    return SageMakerTransport(endpoint, region=args.region, timeout_s=args.timeout, max_connections=max_connections)
+
+
+def add_retry(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-attempts",
+        type=int,
+        default=RetryPolicy.max_attempts,
+        help="attempts per request, first included (default %(default)s)",
+    )
+
+
+def retry_policy(args: argparse.Namespace) -> RetryPolicy:
+    return RetryPolicy(max_attempts=args.max_attempts)
+
+
+def report_retry(attempt: int, reply: Reply, wait: float) -> None:
+    say(f"attempt {attempt}: {reply.describe_error()}; retrying in {wait:.2f} s")
