@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .policy import Policy, canonical_sha256
+
 SCHEMA = "decision-model-manifest/1"
 MANIFEST_NAME = "manifest.json"
 _CHUNK = 8 * 1024 * 1024
@@ -53,9 +55,19 @@ class Manifest(BaseModel):
     source: str = ""
     license: str = ""
     calibration: Calibration | None = None
+    policy: Policy | None = None
+
+    def calibration_sha256(self) -> str:
+        """The hash a policy is bound to: of the calibration block as written (identity when absent)."""
+        return calibration_sha256(self.calibration)
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def calibration_sha256(calibration: Calibration | None) -> str:
+    block = calibration.model_dump(mode="json", exclude_none=True) if calibration is not None else None
+    return canonical_sha256(block)
 
 
 class ChecksumMismatch(Exception):

@@ -1,0 +1,220 @@
+"""The threshold policy served with a model: which answers to automate, review or abstain on.
+
+Pure, no I/O. `decisionctl evaluate --write-policy` measures the thresholds on labeled cases and writes
+them into `manifest.json` as its `policy` block; the adapter checks at start that the policy was
+measured on the model and the calibration it serves, and gives every answer an action.
+
+The value a threshold applies to is the one `evaluate` measures its coverage table on: the
+probability of the option the answer picks (noul: max(p, 1 - p), yes when p >= 0.5; choice and
+score: the largest probability over the declared options). It is not the contract's `confidence`
+field, which rescales the top probability by the number of options.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+POLICY_SCHEMA: Final = "decision-policy/1"
+QuestionType = Literal["noul", "choice", "score"]
+Action = Literal["automate", "review", "abstain"]
+ACTIONS: tuple[Action, ...] = ("automate", "review", "abstain")
+# Why an answer got its action: its confidence's band, too little of the model's probability on the labels,
+# the model's pick of the added "none of these" option, or no threshold measured for this type of question.
+Reason = Literal["confidence_band", "low_label_mass", "out_of_scope", "not_measured"]
+TOLERANCE = 1e-12  # as evaluate's coverage table: a confidence equal to a grid threshold is at or above it
+_HEX64 = r"^[0-9a-f]{64}$"
+_HEX16 = r"^[0-9a-f]{16}$"
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be served: measured under another model or calibration, or edited after sealing."""
+
+
+class Band(BaseModel):
+    """Thresholds for one question type (or one question): automate at or above, review at or above."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    automate_at_or_above: float | None = Field(None, ge=0.0, le=1.0, description="None: automate nothing.")
+    review_at_or_above: float | None = Field(None, ge=0.0, le=1.0, description="None: no review band.")
+    support: int = Field(0, ge=0, description="Labeled cases these thresholds were measured on.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Band:
+        auto, review = self.automate_at_or_above, self.review_at_or_above
+        if auto is not None and review is not None and review > auto:
+            raise ValueError(f"review_at_or_above ({review}) is above automate_at_or_above ({auto})")
+        return self
+
+
+class QuestionBand(Band):
+    """Thresholds for the one question whose answers carry this `x_options_sha256`."""
+
+    type: QuestionType
+
+
+class Provenance(BaseModel):
+    """Where the thresholds come from: the labeled cases and the targets they were chosen for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cases_file: str = Field(description="The labeled file's name (no directories).")
+    cases_sha256: str = Field(pattern=_HEX64)
+    target_accuracy: float = Field(gt=0.0, le=1.0)
+    min_support: int = Field(ge=1)
+    review_accuracy: float = Field(ge=0.0, le=1.0)
+    created: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="UTC date; not part of the version.")
+
+
+class Policy(BaseModel):
+    """The `policy` block of manifest.json. `version` is a hash of the rest (the date left out), so a policy
+    re-measured to the same thresholds on the same cases keeps its version and an edited one is noticed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    schema_: Literal["decision-policy/1"] = Field(POLICY_SCHEMA, alias="schema")
+    version: str = Field(pattern=_HEX16)
+    model_sha256: str = Field(pattern=_HEX64, description="The GGUF the thresholds were measured on.")
+    calibration_sha256: str = Field(pattern=_HEX64, description="manifest.calibration_sha256 of the calibration.")
+    types: dict[QuestionType, Band] = Field(default_factory=dict)
+    questions: dict[str, QuestionBand] = Field(
+        default_factory=dict, description="Per x_options_sha256: one question's own thresholds."
+    )
+    min_label_mass: float | None = Field(None, gt=0.0, le=1.0, description="Abstain below this label mass.")
+    out_of_scope_at_or_above: float | None = Field(
+        None, gt=0.0, le=1.0, description="Abstain at this out-of-scope probability; None: when it is the top option."
+    )
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _sealed(self) -> Policy:
+        expected = content_version(self.model_dump(by_alias=True, mode="json"))
+        if self.version != expected:
+            raise ValueError(
+                f"policy version {self.version} does not match its content (hash {expected}): it was edited after "
+                "`decisionctl evaluate --write-policy` wrote it; write it again, or set version to the new hash"
+            )
+        for key in self.questions:
+            if not _is_hex16(key):
+                raise ValueError(f"questions are keyed by x_options_sha256 (16 hex digits), got {key!r}")
+        return self
+
+    def band_for(self, qtype: str, options_sha256: str | None) -> tuple[Band | None, str]:
+        """The band that applies to one answer and where it comes from ("question" or "type")."""
+        own = self.questions.get(options_sha256) if options_sha256 else None
+        if own is not None and own.type == qtype:
+            return own, "question"
+        return self.types.get(qtype), "type"  # type: ignore[call-overload]
+
+    def check_binding(self, *, model_sha256: str, calibration_sha256: str) -> None:
+        """Refuse a policy measured under another model or calibration: its thresholds mean nothing here."""
+        if self.model_sha256 != model_sha256:
+            raise PolicyError(
+                f"policy {self.version} was measured on the model with sha256 {self.model_sha256}, but the model "
+                f"served has sha256 {model_sha256}; measure it again with `decisionctl evaluate --write-policy`"
+            )
+        if self.calibration_sha256 != calibration_sha256:
+            raise PolicyError(
+                f"policy {self.version} was measured under the calibration with hash {self.calibration_sha256}, but "
+                f"the manifest's calibration hashes to {calibration_sha256} (calibration changed after the policy "
+                "was written); measure it again with `decisionctl evaluate --write-policy`"
+            )
+
+
+def _is_hex16(s: str) -> bool:
+    return len(s) == 16 and all(c in "0123456789abcdef" for c in s)
+
+
+def canonical_sha256(value: Any) -> str:
+    """sha256 of canonical JSON (sorted keys, no spaces): the hash of a manifest block."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def content_version(block: Mapping[str, Any]) -> str:
+    """A policy block's version: the hash of everything but the version and the creation date."""
+    content = {k: v for k, v in block.items() if k != "version"}
+    content["provenance"] = {k: v for k, v in dict(content.get("provenance") or {}).items() if k != "created"}
+    return canonical_sha256(content)[:16]
+
+
+def seal(
+    *,
+    model_sha256: str,
+    calibration_sha256: str,
+    types: Mapping[str, Band],
+    provenance: Provenance,
+    questions: Mapping[str, QuestionBand] | None = None,
+    min_label_mass: float | None = None,
+    out_of_scope_at_or_above: float | None = None,
+) -> Policy:
+    """A policy with its version computed from its content."""
+    block: dict[str, Any] = {
+        "schema": POLICY_SCHEMA,
+        "model_sha256": model_sha256,
+        "calibration_sha256": calibration_sha256,
+        "types": {t: b.model_dump(mode="json") for t, b in types.items()},
+        "questions": {k: b.model_dump(mode="json") for k, b in (questions or {}).items()},
+        "min_label_mass": min_label_mass,
+        "out_of_scope_at_or_above": out_of_scope_at_or_above,
+        "provenance": provenance.model_dump(mode="json"),
+    }
+    return Policy.model_validate({**block, "version": content_version(block)})
+
+
+def confidence_of(qtype: str, probs: Sequence[float]) -> float:
+    """The value thresholds apply to: the probability of the option the answer picks (see the module doc)."""
+    if qtype == "noul":
+        return max(probs[0], 1.0 - probs[0])
+    return max(probs)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One answer's action and why."""
+
+    action: Action
+    reason: Reason
+
+
+def verdict(
+    policy: Policy,
+    qtype: str,
+    probs: Sequence[float],
+    *,
+    options_sha256: str | None = None,
+    label_mass: float | None = None,
+    min_label_mass: float | None = None,
+    out_of_scope: float | None = None,
+) -> Verdict:
+    """The action for one answer. `probs` are over the declared options (noul: yes, no); `out_of_scope` is
+    the probability of the added "none of these" option among all n + 1; `min_label_mass` (the environment's)
+    overrides the policy's. Out of scope wins over low label mass, which wins over the confidence band."""
+    if out_of_scope is not None and _out_of_scope(policy, probs, out_of_scope):
+        return Verdict("abstain", "out_of_scope")
+    floor = min_label_mass if min_label_mass is not None else policy.min_label_mass
+    if floor is not None and label_mass is not None and label_mass < floor:
+        return Verdict("abstain", "low_label_mass")
+    band, _ = policy.band_for(qtype, options_sha256)
+    if band is None:
+        return Verdict("abstain", "not_measured")
+    confidence = confidence_of(qtype, probs)
+    if band.automate_at_or_above is not None and confidence >= band.automate_at_or_above - TOLERANCE:
+        return Verdict("automate", "confidence_band")
+    if band.review_at_or_above is not None and confidence >= band.review_at_or_above - TOLERANCE:
+        return Verdict("review", "confidence_band")
+    return Verdict("abstain", "confidence_band")
+
+
+def _out_of_scope(policy: Policy, probs: Sequence[float], p_out: float) -> bool:
+    if policy.out_of_scope_at_or_above is not None:
+        return p_out >= policy.out_of_scope_at_or_above - TOLERANCE
+    # the declared options share 1 - p_out among the n + 1; "none of these" is the top one when above them all
+    top_declared = (1.0 - p_out) * max(probs)
+    return p_out > top_declared
