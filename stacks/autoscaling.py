@@ -1,4 +1,4 @@
-"""Application Auto Scaling for one endpoint variant: instance count tracks invocations per instance."""
+"""Application Auto Scaling for one endpoint variant: instance count tracks concurrent requests per instance."""
 
 from __future__ import annotations
 
@@ -17,7 +17,11 @@ SERVICE_LINKED_ROLE = (
 
 
 class EndpointAutoscaling(Construct):
-    """Min/max from config; target tracking on SageMakerVariantInvocationsPerInstance with cooldowns.
+    """Min/max from config; target tracking on the variant's concurrent requests per model, with cooldowns.
+
+    SageMakerVariantConcurrentRequestsPerModelHighResolution counts the requests inside the container,
+    running and queued, every 10 seconds; invocations per minute, the older metric, trails requests that take
+    seconds and hides a queue building up. One model runs per instance here, so per model is per instance.
 
     Changing the instance type of a variant that has a scalable target fails in SageMaker: see
     docs/deploy.md for the two-step change.
@@ -53,9 +57,9 @@ class EndpointAutoscaling(Construct):
         # The variant exists only once the endpoint is in service.
         self.target.node.add_dependency(endpoint.endpoint)
         self.policy = self.target.scale_to_track_metric(
-            "InvocationsPerInstance",
-            target_value=settings.target_invocations_per_instance,
-            predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
+            "ConcurrentRequestsPerModel",
+            target_value=settings.target_concurrent_requests_per_instance,
+            predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION,
             scale_in_cooldown=cdk.Duration.seconds(settings.scale_in_cooldown_seconds),
             scale_out_cooldown=cdk.Duration.seconds(settings.scale_out_cooldown_seconds),
         )

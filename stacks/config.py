@@ -134,8 +134,11 @@ class Autoscaling(_Frozen):
     )
     min_instances: int = Field(ge=1, le=100, description="Also the initial instance count.")
     max_instances: int = Field(ge=1, le=100)
-    target_invocations_per_instance: float = Field(
-        gt=0, le=100_000, description="SageMakerVariantInvocationsPerInstance target (per minute); see docs/deploy.md."
+    target_concurrent_requests_per_instance: float = Field(
+        gt=0,
+        le=10_000,
+        description="SageMakerVariantConcurrentRequestsPerModelHighResolution target: requests in the container, "
+        "running and queued (one model per instance); `decisionctl bench --recommend-scaling` measures it.",
     )
     scale_in_cooldown_seconds: int = Field(ge=0, le=3600)
     scale_out_cooldown_seconds: int = Field(ge=0, le=3600)
@@ -188,6 +191,21 @@ class _DecisionEndpoint(_Endpoint):
         ge=1, le=16, description="DECISION_MAX_CONCURRENCY: model contexts evaluating at once."
     )
     max_queue: int = Field(ge=0, le=10_000, description="DECISION_MAX_QUEUE: waiting requests before 429.")
+
+    @field_validator("max_queue")
+    @classmethod
+    def _holds_the_scaling_target(cls, value: int, info: ValidationInfo) -> int:
+        # Past max_concurrency + max_queue the adapter answers 429, so a higher target never scales out in time.
+        scaling, contexts = info.data.get("autoscaling"), info.data.get("max_concurrency")
+        if isinstance(scaling, Autoscaling) and scaling.enabled and contexts is not None:
+            target = scaling.target_concurrent_requests_per_instance
+            if target > contexts + value:
+                raise ValueError(
+                    f"max_concurrency + max_queue ({contexts + value}) is below "
+                    f"autoscaling.target_concurrent_requests_per_instance ({target:g}): an instance would turn "
+                    "requests away with 429 before the variant scales out"
+                )
+        return value
 
 
 def _check_family(value: str, *, gpu: bool) -> str:

@@ -52,7 +52,7 @@ def variant_context() -> dict[str, Any]:
             "enabled": True,
             "min_instances": 1,
             "max_instances": 3,
-            "target_invocations_per_instance": 30,
+            "target_concurrent_requests_per_instance": 4,
             "scale_in_cooldown_seconds": 600,
             "scale_out_cooldown_seconds": 120,
         },

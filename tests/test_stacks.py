@@ -352,18 +352,7 @@ def test_each_endpoint_has_a_scalable_target_and_tracking_policy(synth: Synthesi
                 "RoleARN": Match.any_value(),
             },
         )
-        template.has_resource_properties(
-            "AWS::ApplicationAutoScaling::ScalingPolicy",
-            {
-                "PolicyType": "TargetTrackingScaling",
-                "TargetTrackingScalingPolicyConfiguration": {
-                    "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
-                    "TargetValue": a.target_invocations_per_instance,
-                    "ScaleInCooldown": a.scale_in_cooldown_seconds,
-                    "ScaleOutCooldown": a.scale_out_cooldown_seconds,
-                },
-            },
-        )
+        # its target tracking policy: tests/test_scaling.py
         # Initial instance count is the scaling minimum.
         assert endpoints(synth)[names[section]]["variant"]["InitialInstanceCount"] == a.min_instances
 

@@ -1,0 +1,82 @@
+"""Autoscaling on concurrent requests: the synthesized target tracking policies and the config that sets them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from stacks.config import ConfigError, load_environment
+from tests.cdk_support import VARIANTS, Synthesized, cdk_context, synthesize
+
+# The CloudFormation value, spelt out: the SageMaker guide's name for the high-resolution (10 s) variant metric.
+CONCURRENCY_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def synth(request: pytest.FixtureRequest) -> Synthesized:
+    return synthesize(request.param)
+
+
+def _scaled_sections(synth: Synthesized) -> dict[str, Any]:
+    """Endpoint name -> the settings of each endpoint with autoscaling on."""
+    sections: dict[str, Any] = {
+        f"decision-{synth.environment}-{section}": settings
+        for section, settings in synth.config.decision_endpoints.items()
+    }
+    if synth.config.chat is not None:
+        sections[f"chat-{synth.environment}-{synth.config.chat.flavour}"] = synth.config.chat
+    return {name: s for name, s in sections.items() if s.autoscaling.enabled}
+
+
+def test_each_variant_tracks_its_concurrent_requests_with_the_configured_target_and_cooldowns(
+    synth: Synthesized,
+) -> None:
+    targets = synth.resources("Serving", "AWS::ApplicationAutoScaling::ScalableTarget")
+    policies = synth.resources("Serving", "AWS::ApplicationAutoScaling::ScalingPolicy")
+    endpoint_of = {
+        logical_id: t["Properties"]["ResourceId"].split("/")[1] for logical_id, t in targets.items()
+    }  # ResourceId is endpoint/<name>/variant/<variant>
+    expected = _scaled_sections(synth)
+    assert sorted(endpoint_of.values()) == sorted(expected)
+    assert len(policies) == len(targets)  # one policy per variant, none left on invocations per minute
+    for policy in policies.values():
+        props = policy["Properties"]
+        settings = expected[endpoint_of[props["ScalingTargetId"]["Ref"]]].autoscaling
+        assert props["PolicyType"] == "TargetTrackingScaling"
+        assert props["TargetTrackingScalingPolicyConfiguration"] == {
+            "PredefinedMetricSpecification": {"PredefinedMetricType": CONCURRENCY_METRIC},
+            "TargetValue": settings.target_concurrent_requests_per_instance,
+            "ScaleInCooldown": settings.scale_in_cooldown_seconds,
+            "ScaleOutCooldown": settings.scale_out_cooldown_seconds,
+        }
+
+
+def _dev_cpu(**changes: Any) -> dict[str, Any]:
+    environments: dict[str, Any] = copy.deepcopy(cdk_context()["environments"])
+    environments["dev"]["cpu"].update(changes)
+    return environments
+
+
+def test_a_target_above_what_an_instance_admits_is_refused_at_its_key() -> None:
+    environments = _dev_cpu(max_concurrency=1, max_queue=2)
+    environments["dev"]["cpu"]["autoscaling"]["target_concurrent_requests_per_instance"] = 3
+    assert load_environment(copy.deepcopy(environments), "dev").cpu is not None  # 1 running + 2 queued hold 3
+    environments["dev"]["cpu"]["autoscaling"]["target_concurrent_requests_per_instance"] = 3.5
+    with pytest.raises(ConfigError) as caught:
+        load_environment(environments, "dev")
+    message = str(caught.value)
+    assert "environments.dev.cpu.max_queue: max_concurrency + max_queue (3) is below" in message
+    assert "autoscaling.target_concurrent_requests_per_instance (3.5)" in message
+
+
+def test_the_invocations_target_of_earlier_configs_is_named_as_unknown() -> None:
+    environments = _dev_cpu()
+    scaling = environments["dev"]["cpu"]["autoscaling"]
+    scaling["target_invocations_per_instance"] = scaling.pop("target_concurrent_requests_per_instance")
+    with pytest.raises(ConfigError) as caught:
+        load_environment(environments, "dev")
+    message = str(caught.value)
+    assert "environments.dev.cpu.autoscaling.target_invocations_per_instance: Extra inputs are not permitted" in message
+    assert "environments.dev.cpu.autoscaling.target_concurrent_requests_per_instance: Field required" in message
