@@ -19,6 +19,7 @@ from stacks.endpoint import ServingEndpoint
 from stacks.foundation_stack import FoundationStack
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.observability import EndpointAlarms, build_dashboard, log_retention
+from stacks.preflight import ModelPreflight
 
 ALL_GPU_LAYERS = "999"
 
@@ -82,6 +83,21 @@ class ServingStack(cdk.Stack):
         self.endpoints: dict[str, DeployedEndpoint] = {}
 
         decision = config.decision_endpoints
+        # First of all, in seconds: is the model artifact there and the one configured? Builds and models wait for it.
+        self.preflight = ModelPreflight(
+            self,
+            "ModelPreflight",
+            bucket=foundation.artifacts.bucket,
+            key=foundation.key,
+            artifact_key=config.model.s3_key,
+            expected_model_sha256=config.model.sha256 if decision else None,
+            image_digests={
+                f"environments.{config.name}.dlc.{flavour}_digest": config.dlc.digest(flavour)
+                for flavour in config.image_flavours
+            },
+            environment=config.name,
+            log_retention=self.retention,
+        )
         self.image_build: ImageBuild | None = None
         images: dict[str, BuiltImage] = {}
         if decision:
@@ -94,6 +110,7 @@ class ServingStack(cdk.Stack):
                 flavours=[IMAGE_FLAVOURS[section] for section in decision],
                 log_retention=self.retention,
             )
+            self.image_build.node.add_dependency(self.preflight.resource)
             images = self.image_build.images
         for section, settings in decision.items():
             image = images[IMAGE_FLAVOURS[section]]
@@ -150,6 +167,7 @@ class ServingStack(cdk.Stack):
             log_retention=self.retention,
             removal_policy=config.cdk_removal_policy,
         )
+        endpoint.model.node.add_dependency(self.preflight.resource)
         # Read exactly the model object, decrypting only through S3 and ECR.
         endpoint.role.add_to_policy(
             iam.PolicyStatement(actions=["s3:GetObject"], resources=[foundation.artifacts.model_object_arn])
@@ -177,6 +195,7 @@ class ServingStack(cdk.Stack):
             latency_p95_ms=settings.model_latency_p95_ms,
             topic=foundation.alarm_topic,
             counts_overload=section != "chat",
+            counts_actions=section != "chat",  # only the adapter writes decision lines
         )
         self.endpoints[section] = DeployedEndpoint(endpoint, scaling, alarms)
         cdk.CfnOutput(self, f"{label}EndpointName", value=name)
