@@ -282,6 +282,21 @@ class Alarms(_Frozen):
     http_4xx_rate_percent: float = Field(gt=0, le=100)
     invocation_errors: int = Field(ge=1, description="InvocationModelErrors per period.")
     overload_rejections: int = Field(ge=1, description="Adapter 429s (overload_rejected log lines) per period.")
+    automation_rate_band: tuple[float, float] | None = Field(
+        default=None,
+        description="[min, max] percent of answers a served policy automates; outside it over a period alarms "
+        "(live traffic is less, or more, certain than the evaluation set was). null: no alarm.",
+    )
+    automation_rate_min_answers: int = Field(
+        default=20, ge=1, description="Answers with an action a period needs before its automation rate is judged."
+    )
+
+    @field_validator("automation_rate_band")
+    @classmethod
+    def _band(cls, band: tuple[float, float] | None) -> tuple[float, float] | None:
+        if band is not None and not 0 <= band[0] < band[1] <= 100:
+            raise ValueError(f"must be [min, max] percent with 0 <= min < max <= 100, got {list(band)}")
+        return band
 
 
 class EnvironmentConfig(_Frozen):

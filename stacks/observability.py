@@ -2,7 +2,9 @@
 
 Rates are metric math over the endpoint's own counts; overload rejections come from the adapter's
 JSON log lines (`{"event": "overload_rejected", ...}`, its 429s), counted by a metric filter on the
-endpoint's log group, because SageMaker folds container 429s into its generic 4xx count.
+endpoint's log group, because SageMaker folds container 429s into its generic 4xx count. Under a served
+threshold policy each `decision` line also counts its answers per action (`automated`, `reviewed`,
+`abstained`); metric filters sum them, and the automation rate alarms when it leaves a configured band.
 """
 
 from __future__ import annotations
@@ -22,6 +24,17 @@ from stacks.endpoint import ServingEndpoint
 SAGEMAKER = "AWS/SageMaker"
 SAGEMAKER_INSTANCES = "/aws/sagemaker/Endpoints"
 OVERLOAD_PATTERN = '{ $.event = "overload_rejected" }'
+# action -> (the adapter's per-request count field in its `decision` line, the metric that sums it)
+ACTION_COUNTS = {
+    "automate": ("automated", "AutomatedAnswers"),
+    "review": ("reviewed", "ReviewedAnswers"),
+    "abstain": ("abstained", "AbstainedAnswers"),
+}
+
+
+def action_pattern(field: str) -> str:
+    """Decision lines that carry the count; a metric value must be matched by the pattern to be read."""
+    return f'{{ $.event = "decision" && $.{field} >= 0 }}'
 
 
 def log_retention(days: int) -> logs.RetentionDays:
@@ -44,6 +57,7 @@ class EndpointAlarms(Construct):
         latency_p95_ms: int,
         topic: sns.ITopic,
         counts_overload: bool,
+        counts_actions: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         self.endpoint = endpoint
@@ -102,9 +116,57 @@ class EndpointAlarms(Construct):
                 description=f"{name} rejected more than {t.overload_rejections} requests as overloaded (429): "
                 "scale out or raise DECISION_MAX_QUEUE",
             )
+        self.action_counts: dict[str, cloudwatch.Metric] = {}
+        if counts_actions:
+            self._count_actions(t)
         for alarm in self.alarms.values():
             alarm.add_alarm_action(actions.SnsAction(topic))
             alarm.add_ok_action(actions.SnsAction(topic))
+
+    def _count_actions(self, t: Alarms) -> None:
+        name = self.endpoint.endpoint_name
+        for action, (field, metric_name) in ACTION_COUNTS.items():
+            lines = logs.MetricFilter(
+                self,
+                f"{metric_name}Lines",
+                log_group=self.endpoint.log_group,
+                filter_pattern=logs.FilterPattern.literal(action_pattern(field)),
+                metric_namespace=overload_namespace(name),
+                metric_name=metric_name,
+                metric_value=f"$.{field}",
+            )
+            self.action_counts[action] = lines.metric(statistic="Sum", period=self.period, label=metric_name)
+        if t.automation_rate_band is None:
+            return
+        low, high = t.automation_rate_band
+        # A period with fewer answers than the minimum reads as inside the band: too few to judge a rate.
+        self.alarms["automation_low"] = self._alarm(
+            "AutomationRateLow",
+            name=f"{name}-automation-rate-low",
+            metric=self.action_rate("automate", min_answers=t.automation_rate_min_answers, quiet=100.0),
+            threshold=low,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            description=f"{name} automated less than {low}% of its answers: live traffic is less certain than the "
+            "evaluation set the policy was measured on (more reviews and abstentions)",
+        )
+        self.alarms["automation_high"] = self._alarm(
+            "AutomationRateHigh",
+            name=f"{name}-automation-rate-high",
+            metric=self.action_rate("automate", min_answers=t.automation_rate_min_answers, quiet=0.0),
+            threshold=high,
+            description=f"{name} automated more than {high}% of its answers: traffic differs from the evaluation "
+            "set, or the model is more confident than it was measured to be",
+        )
+
+    def action_rate(self, action: str, *, min_answers: int = 1, quiet: float = 0.0) -> cloudwatch.MathExpression:
+        """Percent of the period's answers that got `action`; `quiet` when fewer than `min_answers` were counted."""
+        answers = " + ".join(self.action_counts)
+        return cloudwatch.MathExpression(
+            expression=f"IF({answers} >= {min_answers}, 100 * {action} / ({answers}), {quiet:g})",
+            using_metrics=dict(self.action_counts),
+            period=self.period,
+            label=f"{action} (% of answers)",
+        )
 
     def metric(
         self, name: str, statistic: str, *, namespace: str = SAGEMAKER, label: str | None = None
@@ -127,7 +189,14 @@ class EndpointAlarms(Construct):
         )
 
     def _alarm(
-        self, construct_id: str, *, name: str, metric: cloudwatch.IMetric, threshold: float, description: str
+        self,
+        construct_id: str,
+        *,
+        name: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        description: str,
+        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
     ) -> cloudwatch.Alarm:
         return cloudwatch.Alarm(
             self,
@@ -136,7 +205,7 @@ class EndpointAlarms(Construct):
             alarm_description=description,
             metric=metric,
             threshold=threshold,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            comparison_operator=comparison,
             evaluation_periods=self.evaluation_periods,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
@@ -180,4 +249,13 @@ def build_dashboard(scope: Construct, *, environment: str, endpoints: Sequence[E
                 width=6,
             ),
         )
+        if alarms.action_counts:
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title=f"{name}: answers by action (% of answers under the served policy)",
+                    left=[alarms.action_rate(action) for action in alarms.action_counts],
+                    left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
+                    width=24,
+                )
+            )
     return dashboard
