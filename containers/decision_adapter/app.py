@@ -97,7 +97,7 @@ def create_app(
         except (ModelNotFound, SettingsError, DecisionMetadataError) as e:
             log.error(json.dumps({"event": "model_not_loaded", "message": str(e)}))
             raise
-        log.info(json.dumps({"event": "ready", "identity": app.state.service.identity}))
+        log.info(json.dumps({"event": "ready", "identity": app.state.service.identity.model_dump()}))
         try:
             yield
         finally:
@@ -156,7 +156,7 @@ def create_app(
         authorize(request)
         s = svc(request)
         ident = s.identity
-        desc = f"{ident['model_file']} (sha256 {ident['model_sha256'][:12]}) served as decisions over llama.cpp logits"
+        desc = f"{ident.model_file} (sha256 {ident.model_sha256[:12]}) served as decisions over llama.cpp logits"
         return ModelList(
             models=[
                 ModelCard(name=s.model_name, description=desc, release_date=RELEASE_DATE),

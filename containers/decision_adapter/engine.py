@@ -14,15 +14,13 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from . import contract
 from .prompt import AnyQuestion, Option, options_of
 from .runtime import LlamaRuntime, NeedsRestore, RuntimeFailure, Unit
-from .schemas import ChoiceQuestion, DecisionRequest, NoulQuestion, ScoreQuestion, Text
+from .schemas import DecisionRequest, Text
 from .scheme import PromptScheme
 from .state_cache import Snapshot, StateCache, prefix_key
 
@@ -38,9 +36,8 @@ class TokenBudgetExceeded(ValueError):
 
 @dataclass(frozen=True)
 class Scored:
-    """One question's answer before serialisation."""
+    """One question's answer: its option keys and their probabilities, before it takes the contract's shape."""
 
-    qtype: str
     keys: list[str]
     probs: list[float]
     options_sha256: str
@@ -217,7 +214,6 @@ class DecisionEngine:
         probs = probs / probs.sum()
         keys = [o.key for o in plan.options]
         scored = Scored(
-            plan.question.type,
             keys,
             [float(p) for p in probs],
             options_hash(plan.question),
@@ -240,40 +236,3 @@ class DecisionEngine:
             inner = self._eval([*units, (head,)]).astype(np.float64)
             out[members] = first[gi] + log_softmax(inner[[codes[i][1] for i in members]])
         return out
-
-
-def answer_json(scored: Scored, question: AnyQuestion, *, with_extensions: bool = True) -> dict[str, Any]:
-    """The contract's answer object for one question (decision-api.md, Response)."""
-    probs = scored.probs
-    ext: dict[str, Any] = {}
-    if with_extensions:
-        ext = {
-            "x_margin": round(contract.margin(probs), 6),
-            "x_options_sha256": scored.options_sha256,
-            "x_orders": scored.orders,
-        }
-    if isinstance(question, NoulQuestion):
-        return {"type": "noul", "noul": probs[0], **ext}
-    if isinstance(question, ChoiceQuestion):
-        distribution = dict(zip(scored.keys, probs, strict=True))
-        best = scored.keys[int(np.argmax(probs))]
-        return {
-            "type": "choice",
-            "choice": best,
-            "probabilities": distribution,
-            "confidence": contract.choice_confidence(probs),
-            **ext,
-        }
-    assert isinstance(question, ScoreQuestion)
-    legend = {
-        str(i): (level if isinstance(level, str) else json.dumps(level, ensure_ascii=False))
-        for i, level in enumerate(question.criteria)
-    }
-    return {
-        "type": "score",
-        "score": contract.score_expectation(probs),
-        "legend": legend,
-        "probabilities": {str(i): p for i, p in enumerate(probs)},
-        "confidence": contract.score_confidence(probs),
-        **ext,
-    }

@@ -12,10 +12,11 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
-from .engine import DecisionOutcome, TokenBudgetExceeded, answer_json
+from .answers import decision_response
+from .engine import TokenBudgetExceeded
 from .errors import ModelNotServed, Overloaded, ServerFault, TokenBudget
 from .runtime import RuntimeFailure
-from .schemas import ChatCompletionRequest, DecisionRequest
+from .schemas import ChatCompletionRequest, ChoiceAnswer, DecisionRequest, DecisionResponse, NoulAnswer, RunRecord
 from .service import ModelService
 
 log = logging.getLogger("decision_adapter.requests")
@@ -51,43 +52,43 @@ async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response
         raise ServerFault(f"the model runtime failed: {e}", retry_after=1) from None
     latency_ms = (time.perf_counter() - t0) * 1e3
     s.counters.decisions += 1
-    answers = {qid: answer_json(outcome.answers[qid], q) for qid, q in body.questions.items()}
-    run = {**s.identity, "request_id": request_id, "state_source": outcome.state_source}
-    result = {
-        "model": s.model_name,
-        "answers": answers,
-        "usage": {"input_tokens": outcome.input_tokens, "output_tokens": 0},
-        "x_run": run,
-        "x_timing_ms": {**outcome.timings_ms, "total": round(latency_ms, 2)},
-        "x_evaluated_tokens": outcome.evaluated_tokens,
-    }
-    _log_decision(s, body, outcome, answers, request_id=request_id, route=route, latency_ms=latency_ms)
-    return JSONResponse(result)
+    run = RunRecord(**s.identity.model_dump(), request_id=request_id, state_source=outcome.state_source)
+    response = decision_response(
+        model=s.model_name, questions=body.questions, outcome=outcome, run=run, total_ms=latency_ms
+    )
+    _log_decision(
+        s, body, response, request_id=request_id, route=route, state_source=outcome.state_source, latency_ms=latency_ms
+    )
+    return JSONResponse(response.model_dump(exclude_none=True))
 
 
 def _log_decision(
     s: ModelService,
     body: DecisionRequest,
-    outcome: DecisionOutcome,
-    answers: dict[str, Any],
+    response: DecisionResponse,
     *,
     request_id: str,
     route: str,
+    state_source: str,
     latency_ms: float,
 ) -> None:
+    identity = s.identity.model_dump()
     questions = []
-    for qid, answer in answers.items():
+    for qid, answer in response.answers.items():
         item: dict[str, Any] = {
             "id": qid,
-            "type": answer["type"],
-            "margin": answer["x_margin"],
-            "options_sha256": answer["x_options_sha256"],
+            "type": answer.type,
+            "margin": answer.x_margin,
+            "options_sha256": answer.x_options_sha256,
         }
-        if answer["type"] == "noul":
-            item["noul"] = round(answer["noul"], 4)
+        if isinstance(answer, NoulAnswer):
+            item["noul"] = round(answer.noul, 4)
         else:
-            item["choice" if answer["type"] == "choice" else "score"] = answer.get("choice", answer.get("score"))
-            item["confidence"] = round(answer["confidence"], 4)
+            if isinstance(answer, ChoiceAnswer):
+                item["choice"] = answer.choice
+            else:
+                item["score"] = answer.score
+            item["confidence"] = round(answer.confidence, 4)
         if s.settings.log_text:
             item["instructions"] = body.questions[qid].instructions
         questions.append(item)
@@ -97,10 +98,10 @@ def _log_decision(
         "route": route,
         "status": 200,
         "latency_ms": round(latency_ms, 2),
-        "input_tokens": outcome.input_tokens,
-        "state_source": outcome.state_source,
+        "input_tokens": response.usage.input_tokens,
+        "state_source": state_source,
         "questions": questions,
-        "identity": {k: s.identity[k] for k in IDENTITY_LOGGED},
+        "identity": {k: identity[k] for k in IDENTITY_LOGGED},
     }
     if s.settings.log_text:
         line["state"] = body.state

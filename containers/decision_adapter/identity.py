@@ -8,7 +8,8 @@ import platform
 import shutil
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+
+from .schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
 
 
 def _package_version(name: str) -> str:
@@ -29,7 +30,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def gpus() -> list[dict[str, str]]:
+def gpus() -> list[Gpu]:
     """GPU names and memory from nvidia-smi where present (the container cannot be told its instance type)."""
     exe = shutil.which("nvidia-smi")
     if not exe:
@@ -45,17 +46,17 @@ def gpus() -> list[dict[str, str]]:
     except (OSError, subprocess.SubprocessError):
         return []
     rows = [line.split(",") for line in out.strip().splitlines() if line.strip()]
-    return [{"name": r[0].strip(), "memory": r[1].strip() if len(r) > 1 else ""} for r in rows]
+    return [Gpu(name=r[0].strip(), memory=r[1].strip() if len(r) > 1 else "") for r in rows]
 
 
-def hardware(threads: int | None) -> dict[str, Any]:
-    return {
-        "cpu": cpu_model(),
-        "logical_cpus": os.cpu_count() or 0,
-        "threads": threads or 0,
-        "machine": platform.machine(),
-        "gpus": gpus(),
-    }
+def hardware(threads: int | None) -> Hardware:
+    return Hardware(
+        cpu=cpu_model(),
+        logical_cpus=os.cpu_count() or 0,
+        threads=threads or 0,
+        machine=platform.machine(),
+        gpus=gpus(),
+    )
 
 
 def build_identity(
@@ -68,22 +69,22 @@ def build_identity(
     instance_types: str,
     threads: int | None,
     gpu_layers: int,
-    calibration: dict[str, Any],
+    calibration: CalibrationInForce,
     order_debias: bool,
     scheme: str,
-) -> dict[str, Any]:
-    return {
-        "model_file": model_file,
-        "model_sha256": model_sha256,
-        "model_name": model_name,
-        "llama_cpp_python": _package_version("llama-cpp-python"),
-        "llama_cpp_build": llama_cpp_build or "bundled-with-llama-cpp-python",
-        "adapter": _package_version("gguf-decision-endpoints"),
-        "image_digest": image_digest or "unset",
-        "instance_types": instance_types or "unset",
-        "hardware": hardware(threads),
-        "n_gpu_layers": gpu_layers,
-        "prompt_template": scheme,
-        "order_debias": order_debias,
-        "calibration": calibration,
-    }
+) -> RunIdentity:
+    return RunIdentity(
+        model_file=model_file,
+        model_sha256=model_sha256,
+        model_name=model_name,
+        llama_cpp_python=_package_version("llama-cpp-python"),
+        llama_cpp_build=llama_cpp_build or "bundled-with-llama-cpp-python",
+        adapter=_package_version("gguf-decision-endpoints"),
+        image_digest=image_digest or "unset",
+        instance_types=instance_types or "unset",
+        hardware=hardware(threads),
+        n_gpu_layers=gpu_layers,
+        prompt_template=scheme,
+        order_debias=order_debias,
+        calibration=calibration,
+    )

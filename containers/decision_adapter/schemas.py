@@ -1,4 +1,4 @@
-"""Request and response models of the decision API (decision-api.md), in one place.
+"""Request and response models of the decision API (decision-api.md) and of /v1/models, in one place.
 
 Validation failures become a 422 `{"detail": [{"loc": ["body", ...], "msg", "type"}]}`, the contract's
 shape (app.py's handler, which leaves out FastAPI's echo of the input).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from .contract import DEFAULT_MODEL_ALIAS, MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
 
@@ -116,3 +116,118 @@ class ModelCard(BaseModel):
 
 class ModelList(BaseModel):
     models: list[ModelCard]
+
+
+# -- the decision response. Field order is the order on the wire. Fields the contract does not define start
+# with x_; they default to None so that a client reads another server's replies with the same models (the
+# adapter always sets them and serializes with exclude_none).
+
+
+class AnswerExtensions(BaseModel):
+    """The x_ fields every answer carries, written after the contract's own fields."""
+
+    x_margin: float | None = None  # top probability minus the runner-up
+    x_options_sha256: str | None = None  # hash of what defines the options: changed wording, changed hash
+    x_orders: int | None = None  # option orders the question was read in
+
+    @model_serializer(mode="wrap")
+    def _extensions_last(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Pydantic writes a base class's fields first; on the wire the contract's fields come first."""
+        fields: dict[str, Any] = handler(self)
+        return {
+            **{k: v for k, v in fields.items() if not k.startswith("x_")},
+            **{k: v for k, v in fields.items() if k.startswith("x_")},
+        }
+
+
+class NoulAnswer(AnswerExtensions):
+    type: Literal["noul"] = "noul"
+    noul: float  # the probability of yes
+
+
+class ChoiceAnswer(AnswerExtensions):
+    type: Literal["choice"] = "choice"
+    choice: str
+    probabilities: dict[str, float]
+    confidence: float
+
+
+class ScoreAnswer(AnswerExtensions):
+    type: Literal["score"] = "score"
+    score: float  # the expected level, sum of i * p_i
+    legend: dict[str, Text]  # the levels; this adapter writes a structured level as its JSON text
+    probabilities: dict[str, float]
+    confidence: float
+
+
+Answer = Annotated[NoulAnswer | ChoiceAnswer | ScoreAnswer, Field(discriminator="type")]
+
+
+class Usage(BaseModel):
+    input_tokens: int
+    output_tokens: int = 0  # nothing is generated
+
+
+class Gpu(BaseModel):
+    name: str
+    memory: str
+
+
+class Hardware(BaseModel):
+    cpu: str
+    logical_cpus: int
+    threads: int
+    machine: str
+    gpus: list[Gpu]
+
+
+class CalibrationInForce(BaseModel):
+    """The temperatures answers are divided by, and where they come from."""
+
+    source: Literal["manifest", "gguf", "identity"]
+    temperature: dict[str, float]
+
+
+class RunIdentity(BaseModel):
+    """What produced a decision: model file, runtime build, image, hardware, prompt template, calibration."""
+
+    model_config = ConfigDict(frozen=True, protected_namespaces=())
+
+    model_file: str
+    model_sha256: str
+    model_name: str
+    llama_cpp_python: str
+    llama_cpp_build: str
+    adapter: str
+    image_digest: str
+    instance_types: str
+    hardware: Hardware
+    n_gpu_layers: int
+    prompt_template: str
+    order_debias: bool
+    calibration: CalibrationInForce
+
+
+class RunRecord(RunIdentity):
+    """`x_run`: the run identity and what is particular to one request."""
+
+    request_id: str
+    state_source: Literal["resident", "cache", "computed"]  # where the evaluated state came from
+
+
+class Timings(BaseModel):
+    """Milliseconds per stage of a decision."""
+
+    tokenize: float
+    state: float
+    questions: float
+    total: float
+
+
+class DecisionResponse(BaseModel):
+    model: str
+    answers: dict[str, Answer]
+    usage: Usage
+    x_run: RunRecord | None = None
+    x_timing_ms: Timings | None = None
+    x_evaluated_tokens: int | None = None  # tokens decoded for this request (reused state is not decoded)

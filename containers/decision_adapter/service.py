@@ -26,7 +26,7 @@ from .identity import build_identity
 from .model_files import ModelFile, find_gguf, verify_model
 from .prompt import build_template
 from .runtime import LlamaRuntime
-from .schemas import ChatCompletionRequest, DecisionRequest
+from .schemas import CalibrationInForce, ChatCompletionRequest, DecisionRequest, RunIdentity
 from .scheme import GenericScheme, PromptScheme
 from .settings import AdapterSettings, RuntimeSettings
 from .state_cache import StateCache
@@ -78,7 +78,7 @@ class ModelService:
         engines: list[DecisionEngine],
         llms: list[Any],
         model: ModelFile,
-        identity: dict[str, Any],
+        identity: RunIdentity,
     ) -> None:
         self.settings = settings
         self.runtime_settings = runtime_settings
@@ -86,8 +86,8 @@ class ModelService:
         self.llms = llms
         self.model = model
         self.identity = identity
-        self.model_name = identity["model_name"]
-        model_file: str = identity["model_file"]
+        self.model_name = identity.model_name
+        model_file = identity.model_file
         self.served_names = {DEFAULT_MODEL_ALIAS, self.model_name, model_file, model_file.removesuffix(".gguf")}
         self.counters = Counters()
         self.admission = Admission(len(engines) + settings.max_queue, settings.retry_after_s)
@@ -236,13 +236,13 @@ def make_scheme(
     return GenericScheme(template, order_debias=settings.order_debias, debias_max_options=settings.debias_max_options)
 
 
-def calibration_identity(scheme: PromptScheme, manifest_temperatures: dict[str, float] | None) -> dict[str, Any]:
+def calibration_identity(scheme: PromptScheme, manifest_temperatures: dict[str, float] | None) -> CalibrationInForce:
     if manifest_temperatures is not None:
-        return {"source": "manifest", "temperature": manifest_temperatures}
+        return CalibrationInForce(source="manifest", temperature=manifest_temperatures)
     describe = getattr(scheme, "describe_temperatures", None)
     if describe is not None:
-        return {"source": "gguf", "temperature": describe()}
-    return {"source": "identity", "temperature": dict.fromkeys(QUESTION_TYPES, 1.0)}
+        return CalibrationInForce(source="gguf", temperature=describe())
+    return CalibrationInForce(source="identity", temperature=dict.fromkeys(QUESTION_TYPES, 1.0))
 
 
 def _tokenizer(llm: Any) -> Tokenize:
