@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from decisionctl import metrics
+from decisionctl import metrics, plots
 from decisionctl.cases import Prediction
 from decisionctl.evaluate import PREDICTIONS, RESULTS, PredictionLog
 
@@ -250,3 +250,20 @@ def compare(base: EvaluationRun, new: EvaluationRun, *, threshold: float | None 
         ],
     }
     return Comparison(report, pairs, threshold)
+
+
+def write_report(result: Comparison, out: Path) -> list[Path]:
+    """comparison.json and the scatter of each case's probability before and after, in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = out / COMPARISON_JSON, out / COMPARISON_PNG
+    report = result.report
+    json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    base, new, overall = Path(report["base"]), Path(report["new"]), report["overall"]
+    plots.comparison_scatter(
+        png_path,
+        result.points(),
+        title=f"{new.name or new} against {base.name or base}: {overall['decisions_changed']} of "
+        f"{overall['cases']} decisions changed",
+        threshold=result.threshold,
+    )
+    return [json_path, png_path]

@@ -182,6 +182,12 @@ def results(
     }
 
 
+def write_results(out: Path, results: dict[str, Any]) -> Path:
+    path = out / RESULTS
+    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
 def write_plots(out: Path, preds: Sequence[Prediction], recommendation: dict[str, Any]) -> list[Path]:
     model = preds[0].model_sha256[:12] if preds and preds[0].model_sha256 else "unknown model"
     series = {"all types": preds, **metrics.by_type(preds)}

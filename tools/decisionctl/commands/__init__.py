@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-ALL: tuple[ModuleType, ...] = ()
+from decisionctl.commands import bench, compare, decide, evaluate, package_model
+
+ALL: tuple[ModuleType, ...] = (decide, package_model, evaluate, bench, compare)

