@@ -4,6 +4,9 @@ The source is the containers/ folder as an S3 asset (a zip: no Docker at synth).
 derived from the source hash, the base digest and the buildspec, and the custom resource's properties
 carry that tag, so an image is rebuilt only when one of those changes. The resource
 returns the pushed digest; the SageMaker model pins `<repository uri>@<digest>`.
+
+The images are built one after the other (CPU, then CUDA: each resource depends on the one before), so
+one concurrent CodeBuild build is all the account needs; see image_build_handler/index.py for the quota.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ CUSTOM_RESOURCE_LIMIT_MINUTES = 60
 QUEUED_MINUTES = 10
 BUILD_MINUTES = 45
 WAIT_MINUTES = 55
+# onEvent retries a start that CodeBuild refuses for the account's build quota (handler START_RETRY_DELAYS)
+# before the waiter begins, so its timeout counts against the same hour.
+START_TIMEOUT_SECONDS = 240
+CHECK_TIMEOUT_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -142,8 +149,9 @@ class ImageBuild(Construct):
         self.provider = self._provider(log_retention)
         self._acknowledge()
         self.images: dict[str, BuiltImage] = {}
+        self.builds: list[cdk.CustomResource] = []
         recipe = recipe_hash()
-        for flavour in flavours:
+        for flavour in sorted(flavours):  # "cpu" before "cuda": the small image fails first if the recipe is wrong
             base = dlc_image(self, dlc, flavour)
             pinned = f"{dlc.registry_account}/{dlc.repository}@{dlc.digest(flavour)}"
             tag = image_tag(flavour, self.source.asset_hash, pinned, recipe)
@@ -164,6 +172,9 @@ class ImageBuild(Construct):
                     },
                 },
             )
+            if self.builds:
+                resource.node.add_dependency(self.builds[-1])
+            self.builds.append(resource)
             self.images[flavour] = BuiltImage(
                 digest=resource.get_att_string("ImageDigest"),
                 uri=resource.get_att_string("ImageUri"),
@@ -171,8 +182,8 @@ class ImageBuild(Construct):
 
     def _provider(self, log_retention: logs.RetentionDays) -> cr.Provider:
         code = lambda_.Code.from_asset(str(HANDLER), exclude=["__pycache__", "*.pyc"])
-        self.start = self._handler("Start", code, "index.on_event", log_retention)
-        self.check = self._handler("Check", code, "index.is_complete", log_retention)
+        self.start = self._handler("Start", code, "index.on_event", log_retention, START_TIMEOUT_SECONDS)
+        self.check = self._handler("Check", code, "index.is_complete", log_retention, CHECK_TIMEOUT_SECONDS)
         self.start.add_to_role_policy(
             iam.PolicyStatement(actions=["codebuild:StartBuild"], resources=[self.project.project_arn])
         )
@@ -201,7 +212,7 @@ class ImageBuild(Construct):
         )
 
     def _handler(
-        self, name: str, code: lambda_.Code, handler: str, log_retention: logs.RetentionDays
+        self, name: str, code: lambda_.Code, handler: str, log_retention: logs.RetentionDays, timeout_seconds: int
     ) -> lambda_.Function:
         log_group = logs.LogGroup(
             self, f"{name}Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY
@@ -216,7 +227,7 @@ class ImageBuild(Construct):
             code=code,
             role=role,
             log_group=log_group,
-            timeout=cdk.Duration.seconds(30),
+            timeout=cdk.Duration.seconds(timeout_seconds),
             description=f"Custom::DecisionImage {handler.split('.')[1]}: CodeBuild image build",
         )
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from stacks import image_build
 from stacks.preflight import manifest_key
 from tests.cdk_support import VARIANTS, Synthesized, synthesize
 
@@ -95,3 +96,22 @@ def test_the_preflight_reads_exactly_the_two_objects_and_decrypts_only_through_s
     (decrypt,) = [s for s in statements if s["Action"] == "kms:Decrypt"]
     via = json.dumps(decrypt["Condition"]["StringEquals"]["kms:ViaService"])
     assert f"s3.{synth.config.region}." in via and "AWS::URLSuffix" in via
+
+
+# --- point 6: one image build at a time ---------------------------------------------------------
+
+
+def test_the_cuda_build_waits_for_the_cpu_build(prod: Synthesized) -> None:
+    builds = prod.resources("Serving", "Custom::DecisionImage")
+    by_flavour = {b["Properties"]["BuildEnvironment"]["FLAVOUR"]: (k, b) for k, b in builds.items()}
+    assert set(by_flavour) == {"cpu", "cuda"}
+    cpu, _ = by_flavour["cpu"]
+    _, cuda = by_flavour["cuda"]
+    assert cpu in depends_on(cuda)
+    assert by_flavour["cuda"][0] not in depends_on(by_flavour["cpu"][1])
+
+
+def test_the_start_function_has_time_for_its_quota_retries(prod: Synthesized) -> None:
+    functions = prod.resources("Serving", "AWS::Lambda::Function").values()
+    start = [f for f in functions if "Custom::DecisionImage on_event" in f["Properties"].get("Description", "")]
+    assert [f["Properties"]["Timeout"] for f in start] == [image_build.START_TIMEOUT_SECONDS]
