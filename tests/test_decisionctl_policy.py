@@ -1,0 +1,110 @@
+"""From evaluate's recommendation to a policy block: binding, provenance, and that the served rule takes the
+same cases to each action as the recommendation counted (hand-made predictions; the endpoint round trip
+is in test_adapter_policy.py)."""
+
+from __future__ import annotations
+
+import random
+from datetime import date
+from typing import Any
+
+import pytest
+from decision_adapter.manifest import Calibration, Manifest
+from decisionctl import metrics
+from decisionctl.cases import Prediction
+from decisionctl.policies import PolicyRefused, action_table, check_run_served, from_results
+
+MODEL = "b" * 64
+
+
+def pred(i: int, qtype: str, probs: list[float], expected: int) -> Prediction:
+    predicted = (0 if probs[0] >= 0.5 else 1) if qtype == "noul" else max(range(len(probs)), key=probs.__getitem__)
+    options = ["yes", "no"] if qtype == "noul" else [f"o{k}" for k in range(len(probs))]
+    return Prediction(f"{qtype}-{i}", qtype, options, probs, expected, predicted, probs[predicted], None, 1.0, MODEL, 0)
+
+
+def predictions(seed: int = 3) -> list[Prediction]:
+    """Confident answers mostly right, unsure ones at chance: a set with an automate and a review band."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(80):
+        p = rng.random()
+        confident = abs(p - 0.5) > 0.4
+        right = rng.random() < (0.97 if confident else 0.55)
+        predicted = 0 if p >= 0.5 else 1
+        out.append(pred(i, "noul", [p, 1 - p], predicted if right else 1 - predicted))
+    for i in range(60):
+        raw = [rng.random() ** 3 for _ in range(3)]
+        probs = [x / sum(raw) for x in raw]
+        top = max(range(3), key=probs.__getitem__)
+        right = rng.random() < probs[top]
+        out.append(pred(i, "choice", probs, top if right else (top + 1) % 3))
+    return out
+
+
+def results_for(preds: list[Prediction], identity: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "cases_file": "runs/cases/my-cases.jsonl",
+        "cases_sha256": "c" * 64,
+        "identity": identity,
+        **metrics.report(preds, 0.9, min_support=5),
+        "predictions": [p.to_json() for p in preds],
+    }
+
+
+def served(manifest: Manifest, **calibration: Any) -> dict[str, Any]:
+    return {"model_sha256": manifest.sha256, "calibration": calibration}
+
+
+def test_the_policy_carries_the_recommended_thresholds_bound_to_the_manifest() -> None:
+    manifest = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
+    preds = predictions()
+    results = results_for(preds, served(manifest, source="identity", temperature={"noul": 1.0}))
+    policy = from_results(results, manifest, created=date(2026, 12, 1))
+    rec = results["recommendation"]
+    assert set(policy.types) == {"noul", "choice"}
+    noul = policy.types["noul"]
+    assert noul.automate_at_or_above == rec["noul"]["automate_at_or_above"] is not None
+    assert noul.review_at_or_above == rec["noul"]["review_band"][0]
+    assert (noul.support, policy.types["choice"].support) == (80, 60)
+    assert (policy.model_sha256, policy.calibration_sha256) == (MODEL, manifest.calibration_sha256())
+    prov = policy.provenance
+    assert (prov.cases_file, prov.cases_sha256, prov.created) == ("my-cases.jsonl", "c" * 64, "2026-12-01")
+    assert (prov.target_accuracy, prov.min_support, prov.review_accuracy) == (0.9, 5, 0.5)
+    again = from_results(results, manifest, created=date(2027, 3, 1))
+    assert again.version == policy.version  # same thresholds, same cases: same version
+
+
+def test_the_served_rule_takes_the_cases_the_recommendation_counted() -> None:
+    manifest = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
+    preds = predictions()
+    results = results_for(preds, served(manifest, source="identity"))
+    policy = from_results(results, manifest, created=date(2026, 12, 1))
+    table = action_table(preds, policy)
+    for qtype, actions in table.items():
+        rec = results["recommendation"][qtype]
+        assert sum(a["share"] for a in actions.values()) == pytest.approx(1.0)
+        assert actions["automate"]["cases"] == (rec["automate"]["cases"] if rec["automate"] else 0)
+        assert actions["review"]["cases"] == rec["review"]["cases"]
+        assert actions["abstain"]["cases"] == rec["abstain"]["cases"]
+        assert actions["review"]["accuracy"] == rec["review"]["accuracy"]
+    assert table["noul"]["automate"]["accuracy"] >= 0.9
+
+
+def test_a_run_scored_under_another_model_or_calibration_is_refused() -> None:
+    calibrated = Manifest(
+        model_file="m.gguf", sha256=MODEL, size_bytes=1, calibration=Calibration(temperature={"choice": 1.3})
+    )
+    with pytest.raises(PolicyRefused, match="scored on model sha256"):
+        check_run_served({"model_sha256": "d" * 64, "calibration": {"source": "manifest"}}, calibrated)
+    with pytest.raises(PolicyRefused, match="not the manifest's"):
+        check_run_served(served(calibrated, source="identity", temperature={"choice": 1.0}), calibrated)
+    with pytest.raises(PolicyRefused, match="not the manifest's"):
+        check_run_served(served(calibrated, source="manifest", temperature={"choice": 1.2}), calibrated)
+    with pytest.raises(PolicyRefused, match="hashes to"):
+        check_run_served(served(calibrated, sha256="e" * 64), calibrated)
+    check_run_served(served(calibrated, source="manifest", temperature={"choice": 1.3, "noul": 1.0}), calibrated)
+    check_run_served(served(calibrated, sha256=calibrated.calibration_sha256()), calibrated)
+    with pytest.raises(PolicyRefused, match="not the manifest's"):
+        bare = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
+        check_run_served(served(bare, source="manifest", temperature={"choice": 1.3}), bare)
