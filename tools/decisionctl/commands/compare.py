@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threshold",
         type=float,
+        metavar="T",
         help="automate threshold to assess (default: the baseline's recommended one, if it had one)",
     )
     p.add_argument(

@@ -8,15 +8,7 @@ import sys
 from pathlib import Path
 
 from decisionctl import render
-from decisionctl.commands.options import (
-    EXIT_FAILED,
-    add_retry,
-    add_target,
-    report_retry,
-    retry_policy,
-    say,
-    transport,
-)
+from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, report_retry, retry_policy, say, transport
 from decisionctl.transport import send_with_retries
 
 NAME = "decide"

@@ -13,15 +13,7 @@ from decision_adapter.manifest import read_manifest, write_manifest
 from decisionctl import evaluate as evaluate_mod
 from decisionctl import render
 from decisionctl.cases import CaseError, load_cases
-from decisionctl.commands.options import (
-    EXIT_FAILED,
-    add_retry,
-    add_target,
-    retry_policy,
-    say,
-    shipped,
-    transport,
-)
+from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, shipped, transport
 
 NAME = "evaluate"
 HELP = "measure accuracy and calibration on labeled cases"
