@@ -1,0 +1,84 @@
+"""Abstention signals and option orders, as pure functions on logits: no I/O, no model.
+
+- Label mass: how much of the model's next-token probability over the whole vocabulary lies on the
+  labels it was offered, at the answer position (the chain rule for two-letter codes). A model that
+  wanted to write something else is not choosing among the options.
+- Out of scope: the probability of an added "none of these" option, split from the declared options'
+  distribution so that the declared options still sum to 1 among themselves.
+- Orders: which option orders a question is read under for each order-debiasing mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float64]
+DebiasMode = Literal["off", "reverse", "rotations"]
+DEBIAS_MODES: tuple[DebiasMode, ...] = ("off", "reverse", "rotations")
+_DEBIAS_ALIASES: dict[str, DebiasMode] = {
+    "true": "reverse",  # what `true` always meant: the given and the reversed order
+    "1": "reverse",
+    "on": "reverse",
+    "yes": "reverse",
+    "false": "off",
+    "0": "off",
+    "no": "off",
+}
+
+
+def debias_mode(raw: str | bool) -> DebiasMode:
+    """DECISION_ORDER_DEBIAS as a mode: off, reverse (also true), rotations. ValueError names the choices."""
+    if isinstance(raw, bool):
+        return "reverse" if raw else "off"
+    low = raw.strip().lower()
+    if low in DEBIAS_MODES:
+        return low
+    if low in _DEBIAS_ALIASES:
+        return _DEBIAS_ALIASES[low]
+    raise ValueError(f"must be one of {', '.join(DEBIAS_MODES)} (true means reverse, false means off), got {raw!r}")
+
+
+def option_orders(n: int, mode: DebiasMode, *, debias_max_options: int, rotation_max_options: int) -> list[list[int]]:
+    """The orders a question of n options is read under (order[slot] = option index), the given one first.
+
+    rotations: all n cyclic rotations, so every option sits in every slot once and the answer is exactly
+    invariant to rotating the options; above `rotation_max_options` it falls back to reverse. reverse: the
+    given and the reversed order, up to `debias_max_options`."""
+    given = list(range(n))
+    if mode == "rotations" and n <= rotation_max_options:
+        return [given[r:] + given[:r] for r in range(n)]
+    if mode != "off" and n <= debias_max_options and n > 1:
+        return [given, given[::-1]]
+    return [given]
+
+
+def log_softmax(x: Vector) -> Vector:
+    m = float(np.max(x))
+    return x - (m + float(np.log(np.sum(np.exp(x - m)))))
+
+
+def label_mass(first: Vector, codes: Sequence[tuple[int, ...]], second: Mapping[int, Vector] | None = None) -> float:
+    """P(any offered label) over the whole vocabulary at the answer position. `first`: the logits there;
+    `codes`: each label's tokens (one, or two for two-letter codes); `second[t]`: the logits after first
+    token t (two-letter codes). Chain rule: sum over codes of P(first) * P(second | first)."""
+    lp = log_softmax(np.asarray(first, dtype=np.float64))
+    if len(codes[0]) == 1:
+        return float(np.exp(lp[[c[0] for c in codes]]).sum())
+    if second is None:
+        raise ValueError("two-token labels need the logits after each first token")
+    inner = {head: log_softmax(np.asarray(v, dtype=np.float64)) for head, v in second.items()}
+    return float(sum(np.exp(lp[c[0]] + inner[c[0]][c[1]]) for c in codes))
+
+
+def split_out_of_scope(scores: Vector, temperature: float) -> tuple[Vector, float]:
+    """From the n + 1 combined scores (the "none of these" option last): the declared options' distribution
+    (softmax over their n scores alone, so they sum to 1) and the out-of-scope option's probability among
+    all n + 1."""
+    scaled = np.asarray(scores, dtype=np.float64) / temperature
+    p_out = float(np.exp(log_softmax(scaled))[-1])
+    declared = np.exp(log_softmax(scaled[:-1]))
+    return declared, p_out
