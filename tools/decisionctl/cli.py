@@ -1,4 +1,4 @@
-"""decisionctl: call a decision endpoint, package a model, measure calibration, compare runs, load-test.
+"""decisionctl: call a decision endpoint, package a model, measure calibration, compare runs, load-test, pin images.
 
 Builds the parser from the command modules in `decisionctl.commands` and runs the one named; those modules
 are the only ones that read arguments and the environment, everything else takes plain values.
