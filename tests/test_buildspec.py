@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import llama_cpp
 import pytest
 import yaml
 
@@ -14,6 +17,8 @@ from stacks.image_build import BUILDSPEC
 
 from .conftest import tool
 
+# This machine's llama.cpp libraries (llama-cpp-python's CPU build): a stand-in for a CPU image's DLC libraries.
+CPU_LLAMA_LIBS = Path(llama_cpp.__file__).parent / "lib"
 # Set by CodeBuild itself, by the project (stacks/image_build.py) or per build by Custom::DecisionImage.
 PROVIDED = {"AWS_REGION", "REPOSITORY_URI", "REPOSITORY_NAME", "IMAGE_TAG", "BASE_IMAGE", "FLAVOUR", "SOURCE_HASH"}
 
@@ -82,3 +87,53 @@ def test_an_existing_tag_is_reused_not_rebuilt(spec: dict[str, Any]) -> None:
     for needle in ("docker build", "serve --check", "docker push"):
         assert steps[_index(steps, needle)].startswith('[[ -n "$IMAGE_DIGEST" ]] ||'), needle
     assert any("sha256:[0-9a-f]{64}" in cmd for cmd in steps)  # the published digest is checked
+
+
+CUDA_CHECK = re.compile(r"<<'CUDA_CHECK'\n(?P<script>.*)\nCUDA_CHECK$", re.DOTALL)
+
+
+def _cuda_check(spec: dict[str, Any]) -> tuple[int, str, str]:
+    steps = commands(spec)
+    index = _index(steps, "<<'CUDA_CHECK'")
+    match = CUDA_CHECK.search(steps[index])
+    assert match is not None
+    return index, steps[index], match.group("script")
+
+
+def test_the_cuda_image_is_checked_for_its_backend_before_it_is_pushed(spec: dict[str, Any]) -> None:
+    steps = commands(spec)
+    index, step, script = _cuda_check(spec)
+    assert _index(steps, "serve --check") < index < _index(steps, "docker push")
+    # only for a fresh CUDA build, offline, running the image's own Python on the image's own libraries
+    assert step.startswith('[[ -n "$IMAGE_DIGEST" || "$FLAVOUR" != cuda ]] || docker run --rm -i --network none')
+    assert '--entrypoint python "$IMAGE_URI" -' in step
+    assert 'ggml_backend_reg_by_name(b"CUDA")' in script and "libggml-cuda.so" in script
+    assert "llama_supports_gpu_offload" in script
+
+
+def _run_cuda_check(script: str, lib_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "LLAMA_CPP_LIB_PATH": str(lib_dir)}
+    return subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_the_cuda_check_fails_an_image_without_a_cuda_backend(spec: dict[str, Any], tmp_path: Path) -> None:
+    """Run as the build runs it, on a library folder like a CPU image's (this machine's llama.cpp build)."""
+    _, _, script = _cuda_check(spec)
+    for library in CPU_LLAMA_LIBS.glob("*.so*"):
+        (tmp_path / library.name).symlink_to(library)
+    result = _run_cuda_check(script, tmp_path)
+    assert result.returncode == 1
+    assert f"no CUDA backend (libggml-cuda.so) beside libllama in {tmp_path}" in result.stderr
+
+
+def test_the_cuda_check_fails_a_backend_that_is_not_cuda(spec: dict[str, Any], tmp_path: Path) -> None:
+    """A libggml-cuda.so that loads but is some other backend (here the CPU one renamed) is caught."""
+    _, _, script = _cuda_check(spec)
+    for library in CPU_LLAMA_LIBS.glob("*.so*"):
+        (tmp_path / library.name).symlink_to(library)
+    shutil.copy(CPU_LLAMA_LIBS / "libggml-cpu.so", tmp_path / "libggml-cuda.so")
+    result = _run_cuda_check(script, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "libggml-cuda.so loads but registers no CUDA backend with ggml" in result.stderr
