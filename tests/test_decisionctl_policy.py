@@ -4,14 +4,17 @@ is in test_adapter_policy.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.manifest import Calibration, Manifest
+from decision_adapter.manifest import Calibration, Manifest, write_manifest
 from decisionctl import metrics
 from decisionctl.cases import Prediction
+from decisionctl.packaging import package_model
 from decisionctl.policies import PolicyRefused, action_table, check_run_served, from_results
 
 MODEL = "b" * 64
@@ -108,3 +111,17 @@ def test_a_run_scored_under_another_model_or_calibration_is_refused() -> None:
     with pytest.raises(PolicyRefused, match="not the manifest's"):
         bare = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
         check_run_served(served(bare, source="manifest", temperature={"choice": 1.3}), bare)
+
+
+def test_repackaging_the_same_model_keeps_its_policy(tmp_path: Path) -> None:
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(64))
+    sha = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    out = tmp_path / "out"
+    first = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out)
+    results = results_for(predictions(), served(first.manifest, source="identity"))
+    policy = from_results(results, first.manifest, created=date(2026, 12, 1))
+    write_manifest(first.manifest.model_copy(update={"policy": policy}), out / "manifest.json")
+    again = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out)
+    assert again.manifest.policy == policy
+    assert "manifest.json unchanged" in again.actions

@@ -200,7 +200,9 @@ def package_model(
             previous = read_manifest(manifest_path)
         except ValueError:
             previous = None
-    kept = previous.calibration if previous is not None and previous.sha256 == actual else None
+    same_model = previous if previous is not None and previous.sha256 == actual else None
+    kept = same_model.calibration if same_model else None
+    kept_policy = same_model.policy if same_model else None  # measured on this model and calibration: still valid
     manifest = Manifest(
         schema=SCHEMA,
         model_file=gguf.name,
@@ -209,12 +211,14 @@ def package_model(
         source=source,
         license=license,
         calibration=kept,
+        policy=kept_policy,
     )
     if manifest == previous:
         actions.append(f"{MANIFEST_NAME} unchanged")
     else:
         write_manifest(manifest, manifest_path)
-        actions.append(f"{MANIFEST_NAME} written" + (" (calibration kept)" if kept else ""))
+        kept_parts = [name for name, block in (("calibration", kept), ("policy", kept_policy)) if block]
+        actions.append(f"{MANIFEST_NAME} written" + (f" ({' and '.join(kept_parts)} kept)" if kept_parts else ""))
     manifest_bytes = manifest_path.read_bytes()
     others = sorted(p.name for p in out.glob("*.gguf") if p.name != gguf.name)
     if others:
