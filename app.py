@@ -14,6 +14,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import DEFAULT_ENVIRONMENT, EnvironmentConfig, load_environment
 from stacks.foundation_stack import FoundationStack
+from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, load_github
 from stacks.serving_stack import ServingStack
 
 STACK_PREFIX = "DecisionEndpoints"
@@ -36,6 +37,9 @@ def build_app(
     foundation = FoundationStack(app, stack_name(config.name, "Foundation"), config=config, env=env)
     serving = ServingStack(app, stack_name(config.name, "Serving"), config=config, env=env, foundation=foundation)
     _warn_placeholders(config, serving)
+    github = load_github(app.node.try_get_context("github"), app.node.try_get_context("environments"))
+    if github is not None:  # the account's one-time CI set-up (docs/deploy.md); environment-agnostic
+        GitHubDeployStack(app, GITHUB_DEPLOY_STACK, config=github)
 
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
     tags = cdk.Tags.of(app)
