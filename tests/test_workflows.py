@@ -1,0 +1,93 @@
+"""The GitHub Actions workflows, which cannot run here: actionlint (with shellcheck on every run: script) and
+the properties deploy.yml must keep (OIDC and no keys, dev then approved prod, preflight before credentials).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stacks.github_deploy_stack import APPROVAL_ENVIRONMENT, DEPLOY_BRANCH
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = ROOT / ".github" / "workflows"
+BIN = Path(sys.executable).parent
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
+
+
+def _load(name: str) -> dict[Any, Any]:
+    loaded: dict[Any, Any] = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def deploy() -> dict[Any, Any]:
+    return _load("deploy.yml")
+
+
+def test_actionlint_finds_nothing() -> None:
+    files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
+    assert {Path(f).name for f in files} >= {"synth.yml", "deploy.yml"}
+    result = subprocess.run(
+        [str(BIN / "actionlint"), "-shellcheck", str(BIN / "shellcheck"), "-pyflakes=", "-no-color", *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dev_deploys_on_main_and_prod_after_approval(deploy: dict[Any, Any]) -> None:
+    # PyYAML reads the key `on` as True.
+    assert deploy[True]["push"] == {"branches": [DEPLOY_BRANCH]}
+    dev, prod = deploy["jobs"]["dev"], deploy["jobs"]["prod"]
+    # The role trusts `ref:refs/heads/main` for dev and `environment:prod` for prod (github_deploy_stack).
+    assert "environment" not in dev
+    assert prod["environment"] == APPROVAL_ENVIRONMENT
+    assert prod["needs"] == "dev"
+    for job in (dev, prod):
+        assert job["if"] == f"github.ref == 'refs/heads/{DEPLOY_BRANCH}'"
+    assert deploy["concurrency"]["cancel-in-progress"] is False
+
+
+@pytest.mark.parametrize("job_name", ["dev", "prod"])
+def test_each_job_preflights_then_assumes_the_role_diffs_and_deploys(deploy: dict[Any, Any], job_name: str) -> None:
+    job = deploy["jobs"][job_name]
+    assert job["env"] == {"DEPLOY_ENV": job_name}
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    steps = job["steps"]
+    kinds = []
+    for step in steps:
+        uses, run = step.get("uses", ""), step.get("run", "")
+        if uses.startswith("aws-actions/configure-aws-credentials@"):
+            kinds.append("credentials")
+            assert step["with"]["role-to-assume"] == "${{ vars.AWS_DEPLOY_ROLE_ARN }}"
+            assert not {"aws-access-key-id", "aws-secret-access-key"} & set(step["with"])
+        elif "bin/cdk synth" in run:
+            kinds.append("synth")
+        elif "bin/cdk diff" in run:
+            kinds.append("diff")
+            assert "$GITHUB_STEP_SUMMARY" in run
+        elif "bin/cdk deploy" in run:
+            kinds.append("deploy")
+            assert "--require-approval never" in run
+            assert '"DecisionEndpoints-${DEPLOY_ENV}-*"' in run  # never the GitHubDeploy stack
+    assert kinds == ["synth", "credentials", "diff", "deploy"]
+
+
+def test_no_stored_keys_and_third_party_actions_pinned_by_commit(deploy: dict[Any, Any]) -> None:
+    text = (WORKFLOWS / "deploy.yml").read_text(encoding="utf-8")
+    assert "secrets." not in text
+    composite = yaml.safe_load((ROOT / ".github" / "actions" / "setup-cdk" / "action.yml").read_text())
+    steps = [s for job in deploy["jobs"].values() for s in job["steps"]] + composite["runs"]["steps"]
+    uses = [s["uses"] for s in steps if "uses" in s and not s["uses"].startswith("./")]
+    assert uses
+    assert [u for u in uses if not PINNED.match(u)] == []
