@@ -11,11 +11,15 @@ import json
 import math
 import random
 from importlib import resources
+from pathlib import Path
 
 import pytest
-from decisionctl import calibration, cli, metrics
-from decisionctl.cases import CaseError, Prediction, load_cases, parse_case, prediction_from_response
+from decisionctl import calibration, cli, evaluate, metrics
+from decisionctl.cases import CaseError, Prediction, load_cases, parse_case, prediction_from_response, read_response
 from decisionctl.evaluate import PredictionLog
+from jevcompat import mock
+
+from tests.decisionctl_support import reply, x_run
 
 
 def pred(pid: str, probs: list[float], expected: int, qtype: str = "choice", temperature: float = 1.0) -> Prediction:
@@ -43,19 +47,39 @@ def test_ece_bins_are_half_open_and_one_lands_in_the_last() -> None:
 
 def test_noul_predicts_yes_at_one_half_with_confidence_max_p() -> None:
     case = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": False})
-    p = prediction_from_response(case, {"answers": {"q": {"type": "noul", "noul": 0.5}}}, 0.1)
-    assert (p.predicted_index, p.confidence, p.correct) == (0, 0.5, False)
-    p = prediction_from_response(
-        case,
-        {"answers": {"q": {"type": "noul", "noul": 0.2}}, "x_run": {"calibration": {"temperature": {"noul": 1.5}}}},
-        0.1,
-    )
+    p = prediction_from_response(case, reply({"type": "noul", "noul": 0.5}), 0.1)
+    assert (p.predicted_index, p.confidence, p.correct, p.model_sha256) == (0, 0.5, False, "")
+    p = prediction_from_response(case, reply({"type": "noul", "noul": 0.2}, run=x_run(temperature={"noul": 1.5})), 0.1)
     assert (p.predicted_index, p.confidence, p.correct, p.temperature) == (1, 0.8, True, 1.5)
+    assert p.model_sha256 == "ab" * 32
+
+
+def test_replies_of_the_reference_server_are_read_with_the_adapters_response_models() -> None:
+    """jevcompat's spec-exact mock sends no x_ fields; every shipped case reads from its replies."""
+    cases = load_cases(Path(str(resources.files("decisionctl").joinpath("data", "examples.jsonl"))))
+    for case in cases:
+        body = mock.respond(mock.MockConfig(), case.request())
+        p = prediction_from_response(case, read_response(body), 0.0)
+        answer = body["answers"]["q"]
+        if case.type == "noul":
+            assert p.probs == [answer["noul"], 1 - answer["noul"]]
+        else:
+            assert p.probs == [answer["probabilities"][o] for o in case.options]
+            assert p.contract_confidence == answer["confidence"]
+        assert (p.temperature, p.model_sha256) == (1.0, "")
+    assert {c.type for c in cases} == {"noul", "choice", "score"}
+
+
+def test_a_reply_that_departs_from_the_models_is_named_without_its_values() -> None:
+    body = {"model": "m", "answers": {"q": {"type": "choice", "choice": "secret text", "confidence": 0.5}}}
+    with pytest.raises(ValueError, match=r"^answers\.q\.choice\.probabilities: Field required \(and 1 more\)$") as e:
+        read_response(body)
+    assert "secret" not in str(e.value)
 
 
 def test_the_temperature_in_force_is_the_bucket_value_when_the_model_sets_one() -> None:
     """A decision-tuned GGUF may set temperatures per option-count bucket; x_run lists them beside the type's."""
-    in_force = {"calibration": {"temperature": {"choice": 1.0, "choice.3_5": 0.7}}}
+    in_force = x_run(temperature={"choice": 1.0, "choice.3_5": 0.7})
 
     def temperature(n: int) -> float:
         criteria = {f"o{i}": None for i in range(n)}
@@ -64,7 +88,7 @@ def test_the_temperature_in_force_is_the_bucket_value_when_the_model_sets_one() 
         )
         probabilities = {f"o{i}": 1 / n for i in range(n)}
         answer = {"type": "choice", "choice": "o0", "probabilities": probabilities, "confidence": 0.0}
-        return prediction_from_response(case, {"answers": {"q": answer}, "x_run": in_force}, 0.1).temperature
+        return prediction_from_response(case, reply(answer, run=in_force), 0.1).temperature
 
     assert (temperature(2), temperature(4), temperature(8)) == (1.0, 0.7, 1.0)
     mixed = [pred(f"b{i}", [0.6, 0.4], 0, temperature=t) for i, t in enumerate([1.0, 0.7])]
@@ -182,3 +206,10 @@ def test_a_temperature_that_does_not_lower_its_types_heldout_ece_is_not_applied(
     assert not noul["applied"] and noul["temperature"] == 1.5  # so the temperature in force is kept
     assert not result["improved"] and result["heldout_ece_after"] == pytest.approx(result["heldout_ece_before"])
     assert calibration.to_calibration(result, {}).for_type("noul") == 1.5
+
+
+def test_a_saved_identity_the_models_cannot_read_stops_the_run_before_anything_is_sent(tmp_path) -> None:
+    case = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": True})
+    (tmp_path / evaluate.IDENTITY).write_text(json.dumps({"model_sha256": "ab" * 32}))  # a partial x_run
+    with pytest.raises(evaluate.IdentityChanged, match=r"is not a run identity .*\(model_file: Field required"):
+        evaluate.score_cases([case], transport=None, out=tmp_path)  # type: ignore[arg-type]  # nothing is sent

@@ -31,6 +31,8 @@ from decisionctl.transport import (
     send_with_retries,
 )
 
+from tests.decisionctl_support import x_run
+
 ANSWER = {
     "model": "m",
     "answers": {"q": {"type": "noul", "noul": 0.8}},
@@ -156,7 +158,7 @@ def test_retry_after_forms() -> None:
 
 
 def test_decide_cli_sends_bearer_key_retries_and_prints_answers(scripted, tmp_path, capsys, monkeypatch) -> None:
-    server = scripted([OVERLOADED, (200, {}, {**ANSWER, "x_run": {"model_sha256": "ab" * 32}})])
+    server = scripted([OVERLOADED, (200, {}, {**ANSWER, "x_run": x_run(model_sha256="ab" * 32)})])
     request = tmp_path / "request.json"
     request.write_text(json.dumps(REQUEST))
     monkeypatch.setenv("DECISION_API_KEY", "k-123")
@@ -176,6 +178,19 @@ def test_decide_cli_exits_non_zero_on_400_after_one_attempt(scripted, tmp_path, 
     assert cli.main(["decide", "--url", server.url, str(request), "--json"]) == 1
     assert len(server.requests) == 1
     assert "HTTP 400 invalid_request: no questions" in capsys.readouterr().err
+
+
+def test_decide_cli_reads_the_reply_with_the_response_models(scripted, tmp_path, capsys) -> None:
+    """A 200 whose body is no decision response fails with where it departs; --json still prints it as sent."""
+    broken = {**ANSWER, "answers": {"q": {"type": "noul", "p_yes": 0.8}}}
+    server = scripted([(200, {}, broken), (200, {}, broken)])
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(REQUEST))
+    assert cli.main(["decide", "--url", server.url, str(request)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "the reply is not a decision response: answers.q.noul.noul: Field required" in err
+    assert cli.main(["decide", "--url", server.url, str(request), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == broken
 
 
 def _sagemaker_client():

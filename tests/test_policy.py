@@ -14,6 +14,8 @@ from decision_adapter.policy import Band, Policy, PolicyError, Provenance, Quest
 from decisionctl.cases import parse_case, prediction_from_response
 from pydantic import ValidationError
 
+from tests.decisionctl_support import reply
+
 MODEL = "b" * 64
 OTHER_MODEL = "c" * 64
 QUESTION = "0123456789abcdef"
@@ -169,18 +171,17 @@ def test_the_served_value_is_the_confidence_evaluate_measures_thresholds_on() ->
     for _ in range(200):
         p = rng.random()
         answer = {"type": "noul", "noul": p}
-        pred = prediction_from_response(noul, {"answers": {"q": answer}}, 0.0)
+        pred = prediction_from_response(noul, reply(answer), 0.0)
         assert confidence_of("noul", [p, 1 - p]) == pytest.approx(pred.confidence, abs=1e-15)
         raw = [rng.random() for _ in range(4)]
         probs = [x / sum(raw) for x in raw]
         table = dict(zip("abcd", probs, strict=True))
         best = max(table, key=lambda k: table[k])
         pred = prediction_from_response(
-            choice, {"answers": {"q": {"type": "choice", "choice": best, "probabilities": table, "confidence": 0}}}, 0.0
+            choice, reply({"type": "choice", "choice": best, "probabilities": table, "confidence": 0}), 0.0
         )
         assert confidence_of("choice", probs) == pred.confidence
         levels = {str(i): q for i, q in enumerate(probs[:3])}
-        pred = prediction_from_response(
-            score, {"answers": {"q": {"type": "score", "probabilities": levels, "confidence": 0}}}, 0.0
-        )
+        answer = {"type": "score", "score": 0, "legend": {}, "probabilities": levels, "confidence": 0}
+        pred = prediction_from_response(score, reply(answer), 0.0)
         assert confidence_of("score", probs[:3]) == pred.confidence

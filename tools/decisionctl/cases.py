@@ -14,6 +14,8 @@ from typing import Any
 
 from decision_adapter import contract
 from decision_adapter.gguf_metadata import Temperatures
+from decision_adapter.schemas import ChoiceAnswer, DecisionResponse, NoulAnswer, RunIdentity
+from pydantic import ValidationError
 
 QUESTION_ID = "q"
 NOUL_OPTIONS = ("yes", "no")
@@ -146,26 +148,38 @@ def predicted_index(qtype: str, probs: Sequence[float]) -> int:
     return contract.score_mode(probs)
 
 
-def prediction_from_response(case: Case, response: Mapping[str, Any], latency_s: float) -> Prediction:
+def describe_invalid(exc: ValidationError) -> str:
+    """Where a reply departs from the response models and how; never the offending value (it may quote input)."""
+    error = exc.errors()[0]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return ".".join(str(part) for part in error["loc"]) + f": {error['msg']}{more}"
+
+
+def read_response(body: Any) -> DecisionResponse:
+    """A decision reply as the adapter's response models read it; a ValueError says where it departs from them."""
+    try:
+        return DecisionResponse.model_validate(body)
+    except ValidationError as exc:
+        raise ValueError(describe_invalid(exc)) from exc
+
+
+def prediction_from_response(case: Case, response: DecisionResponse, latency_s: float) -> Prediction:
     """Read the one answer a case's request gets back into the case's option order."""
-    answer = response.get("answers", {}).get(QUESTION_ID)
-    if not isinstance(answer, dict) or answer.get("type") != case.type:
+    answer = response.answers.get(QUESTION_ID)
+    if answer is None or answer.type != case.type:
         raise ValueError(f"case {case.id}: the response has no {case.type} answer for question {QUESTION_ID!r}")
-    run = response.get("x_run") or {}
-    calibration = run.get("calibration") or {}
+    run = response.x_run
     # the temperature in force for this question: per type, or per option-count bucket when a GGUF sets those
-    in_force = {k: float(v) for k, v in (calibration.get("temperature") or {}).items()}
-    temperature = Temperatures(in_force).of(case.type, len(case.options))
+    temperature = Temperatures(run.calibration.temperature if run else {}).of(case.type, len(case.options))
     contract_confidence: float | None = None
-    if case.type == "noul":
-        p_yes = float(answer["noul"])
-        probs = [p_yes, 1.0 - p_yes]
+    if isinstance(answer, NoulAnswer):
+        probs = [answer.noul, 1.0 - answer.noul]
         predicted = predicted_index("noul", probs)
     else:
-        table = answer["probabilities"]
-        probs = [float(table[name]) for name in case.options]
-        predicted = case.options.index(answer["choice"]) if case.type == "choice" else predicted_index("score", probs)
-        contract_confidence = float(answer["confidence"])
+        probs = [answer.probabilities[name] for name in case.options]
+        chosen = answer.choice if isinstance(answer, ChoiceAnswer) else None
+        predicted = predicted_index("score", probs) if chosen is None else case.options.index(chosen)
+        contract_confidence = answer.confidence
     return Prediction(
         case.id,
         case.type,
@@ -176,12 +190,13 @@ def prediction_from_response(case: Case, response: Mapping[str, Any], latency_s:
         probs[predicted],
         contract_confidence,
         temperature,
-        str(run.get("model_sha256", "")),
+        run.model_sha256 if run else "",
         latency_s,
     )
 
 
-def run_fingerprint(response: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a response's run identity that must not change within one evaluation."""
-    run = response.get("x_run") or {}
-    return {"model_sha256": run.get("model_sha256"), "calibration": run.get("calibration")}
+def run_fingerprint(run: RunIdentity | None) -> dict[str, Any]:
+    """The part of a run identity that must not change within one evaluation (None: the server sends none)."""
+    if run is None:
+        return {"model_sha256": None, "calibration": None}
+    return {"model_sha256": run.model_sha256, "calibration": run.calibration.model_dump(mode="json")}

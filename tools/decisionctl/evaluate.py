@@ -16,10 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from decision_adapter.schemas import RunRecord
+from pydantic import ValidationError
 from tqdm import tqdm
 
 from decisionctl import calibration, metrics, plots
-from decisionctl.cases import Case, Prediction, prediction_from_response, run_fingerprint
+from decisionctl.cases import (
+    Case,
+    Prediction,
+    describe_invalid,
+    prediction_from_response,
+    read_response,
+    run_fingerprint,
+)
 from decisionctl.transport import Reply, RetryPolicy, Transport, send_with_retries
 
 PREDICTIONS = "predictions.jsonl"
@@ -88,6 +97,25 @@ def _score(transport: Transport, case: Case, policy: RetryPolicy) -> tuple[Case,
     return case, reply
 
 
+def _read(case: Case, reply: Reply) -> tuple[Prediction, RunRecord | None]:
+    """The case's prediction and the reply's run identity; a ValueError says why a reply cannot be read."""
+    response = read_response(reply.json())
+    try:
+        return prediction_from_response(case, response, reply.latency_s), response.x_run
+    except KeyError as exc:
+        raise ValueError(f"no probability for option {exc}") from exc
+
+
+def _saved_fingerprint(identity: dict[str, Any], path: Path) -> dict[str, Any]:
+    try:
+        return run_fingerprint(RunRecord.model_validate(identity) if identity else None)
+    except ValidationError as exc:
+        raise IdentityChanged(
+            f"{path} is not a run identity this decisionctl reads ({describe_invalid(exc)}); "
+            "use a new --out directory or pass --restart"
+        ) from exc
+
+
 def score_cases(
     cases: Sequence[Case],
     transport: Transport,
@@ -117,6 +145,7 @@ def score_cases(
     run = Run(done, skipped=len(done), sent=0, identity=identity)
     if not pending:
         return run
+    expected = None if identity is None else _saved_fingerprint(identity, identity_path)
     policy = policy or RetryPolicy()
     bar = progress(total=len(cases), initial=len(done), desc="evaluate", unit="case", disable=None)
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
@@ -130,19 +159,19 @@ def score_cases(
                 run.errors.append({"id": case.id, "status": reply.status, "error": reply.describe_error()})
                 continue
             try:
-                body = reply.json()
-                prediction = prediction_from_response(case, body, reply.latency_s)
-            except (ValueError, KeyError, TypeError) as exc:
+                prediction, served_run = _read(case, reply)
+            except ValueError as exc:
                 run.errors.append({"id": case.id, "status": reply.status, "error": f"unreadable answer: {exc}"})
                 continue
-            if run.identity is None:
-                run.identity = body.get("x_run") or {}
+            served = run_fingerprint(served_run)
+            if expected is None:
+                expected = served
+                run.identity = served_run.model_dump(mode="json") if served_run else {}
                 identity_path.write_text(json.dumps(run.identity, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            elif run_fingerprint({"x_run": run.identity}) != run_fingerprint(body):
+            elif served != expected:
                 raise IdentityChanged(
                     f"the endpoint's model or calibration changed since {log.path} was started "
-                    f"(was {run_fingerprint({'x_run': run.identity})}, now {run_fingerprint(body)}); "
-                    "use a new --out directory or pass --restart"
+                    f"(was {expected}, now {served}); use a new --out directory or pass --restart"
                 )
             log.append({**prediction.to_json(), "case_sha256": case_digest(case)})
             run.predictions.append(prediction)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from decision_adapter.schemas import DecisionResponse, NoulAnswer, ScoreAnswer
+
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
@@ -26,27 +28,25 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def answers(response: Mapping[str, Any]) -> str:
+def answers(response: DecisionResponse) -> str:
     """One row per question: the chosen option, every probability (highest first), confidence."""
     rows = []
-    for qid, a in response.get("answers", {}).items():
-        qtype = a.get("type")
-        if qtype == "noul":
-            p = float(a["noul"])
+    for qid, a in response.answers.items():
+        if isinstance(a, NoulAnswer):
+            p = a.noul
             rows.append([qid, "noul", "yes" if p >= 0.5 else "no", f"yes {p:.3f}  no {1 - p:.3f}", "-"])
             continue
-        probs = a.get("probabilities", {})
-        legend = a.get("legend", {})
-        ordered = sorted(probs.items(), key=lambda kv: -float(kv[1]))
-        shown = "  ".join(f"{legend.get(k, k)} {float(v):.3f}" for k, v in ordered[:6])
+        legend = a.legend if isinstance(a, ScoreAnswer) else {}
+        ordered = sorted(a.probabilities.items(), key=lambda kv: -kv[1])
+        shown = "  ".join(f"{legend.get(k, k)} {v:.3f}" for k, v in ordered[:6])
         if len(ordered) > 6:
             shown += f"  (+{len(ordered) - 6} more)"
-        if qtype == "score":
-            mode = max(probs, key=lambda k: float(probs[k])) if probs else ""
-            chosen = f"{a.get('score', 0):.2f} (mode {legend.get(mode, mode)})"
+        if isinstance(a, ScoreAnswer):
+            mode = max(a.probabilities, key=lambda k: a.probabilities[k]) if a.probabilities else ""
+            chosen = f"{a.score:.2f} (mode {legend.get(mode, mode)})"
         else:
-            chosen = str(a.get("choice"))
-        rows.append([qid, qtype, chosen, shown, num(a.get("confidence"))])
+            chosen = a.choice
+        rows.append([qid, a.type, chosen, shown, num(a.confidence)])
     return table(["question", "type", "answer", "probabilities", "confidence"], rows)
 
 

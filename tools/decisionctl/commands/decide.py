@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from decisionctl import render
+from decisionctl.cases import read_response
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, report_retry, retry_policy, say, transport
 from decisionctl.transport import send_with_retries
 
@@ -43,14 +44,19 @@ def run(args: argparse.Namespace) -> int:
     if not reply.ok:
         say(reply.describe_error())
         return EXIT_FAILED
-    response = reply.json()
-    if args.json:
-        print(json.dumps(response, indent=2, ensure_ascii=False))
+    body = reply.json()
+    if args.json:  # the reply as the server wrote it
+        print(json.dumps(body, indent=2, ensure_ascii=False))
         return 0
+    try:
+        response = read_response(body)
+    except ValueError as exc:
+        say(f"the reply is not a decision response: {exc}")
+        return EXIT_FAILED
     print(render.answers(response))
-    usage = response.get("usage", {})
-    print(f"\nmodel {response.get('model')}, {usage.get('input_tokens', '?')} input tokens, {reply.latency_s:.3f} s")
+    print(f"\nmodel {response.model}, {response.usage.input_tokens} input tokens, {reply.latency_s:.3f} s")
     if args.show_identity:
         print("run identity (x_run):")
-        print(json.dumps(response.get("x_run"), indent=2, sort_keys=True))
+        identity = response.x_run.model_dump(mode="json") if response.x_run else None
+        print(json.dumps(identity, indent=2, sort_keys=True))
     return 0
