@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stacks.config import ConfigError, load_environment
+from stacks.config import Autoscaling, ConfigError, CpuEndpoint, GpuEndpoint, load_environment
 from tests.cdk_support import VARIANTS, Synthesized, cdk_context, synthesize
 
 # The CloudFormation value, spelt out: the SageMaker guide's name for the high-resolution (10 s) variant metric.
@@ -80,3 +80,11 @@ def test_the_invocations_target_of_earlier_configs_is_named_as_unknown() -> None
     message = str(caught.value)
     assert "environments.dev.cpu.autoscaling.target_invocations_per_instance: Extra inputs are not permitted" in message
     assert "environments.dev.cpu.autoscaling.target_concurrent_requests_per_instance: Field required" in message
+
+
+def test_decisionctl_names_the_config_key_the_stacks_read() -> None:
+    from decisionctl.bench import SCALING_KEY
+
+    section, field = SCALING_KEY.split(".")
+    assert section in CpuEndpoint.model_fields and section in GpuEndpoint.model_fields
+    assert field in Autoscaling.model_fields

@@ -1,32 +1,30 @@
-"""Load test: closed-loop clients at each concurrency level, without retries, so every 429 shows.
+"""Load tests of one or two endpoints (bench.json, bench.png) and the autoscaling target read off them.
 
-Each of `concurrency` threads sends its next request as soon as the previous one has finished; after
-a 429 it first waits the Retry-After (at most PAUSE_CAP_S) but never resends the rejected request.
+Each target is loaded with each workload at each concurrency level in turn (`decisionctl.load` runs one
+level); every level gets requests of its own seed, so no level finds states an earlier one left cached.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from decisionctl import plots
+from decisionctl.load import (
+    PAUSE_CAP_S,
+    percentiles,  # noqa: F401 (benchmarks/adapter_bench.py imports it from here)
+    run_level,
+)
+from decisionctl.transport import RetryPolicy, Transport
+from decisionctl.workloads import Workload
 
-from decisionctl.transport import Transport
-
-PAUSE_CAP_S = 1.0
-MAX_ERROR_EXAMPLES = 5
-
-
-@dataclass(frozen=True)
-class Sample:
-    latency_s: float
-    status: int
-    error: str
+BENCH_JSON = "bench.json"
+BENCH_PNG = "bench.png"
+# The stacks' config key (stacks/config.py, Autoscaling) a measured concurrency belongs in; a test checks both.
+SCALING_KEY = "autoscaling.target_concurrent_requests_per_instance"
 
 
 def load_requests(path: Path) -> list[dict[str, Any]]:
@@ -44,118 +42,159 @@ def load_requests(path: Path) -> list[dict[str, Any]]:
     return bodies
 
 
-class _Dispenser:
-    """Hands out request numbers to the worker threads until the count or the duration is used up."""
-
-    def __init__(self, count: int | None, duration_s: float | None) -> None:
-        self._lock = threading.Lock()
-        self._next = 0
-        self._count = count
-        self._deadline = time.perf_counter() + duration_s if duration_s is not None else None
-
-    def take(self) -> int | None:
-        with self._lock:
-            if self._count is not None and self._next >= self._count:
-                return None
-            if self._deadline is not None and time.perf_counter() >= self._deadline:
-                return None
-            self._next += 1
-            return self._next - 1
-
-
-def _worker(
-    transport: Transport,
-    bodies: Sequence[dict[str, Any]],
-    dispenser: _Dispenser,
-    *,
-    samples: list[Sample],
-    lock: threading.Lock,
-) -> None:
-    while (index := dispenser.take()) is not None:
-        reply = transport.send(bodies[index % len(bodies)])
-        error = "" if reply.ok else reply.describe_error()
-        with lock:
-            samples.append(Sample(reply.latency_s, reply.status, error))
-        if reply.status == 429:
-            time.sleep(min(reply.retry_after_s or 0.0, PAUSE_CAP_S))
-
-
-def percentiles(values: Sequence[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
-    arr = np.asarray(values, dtype=float)
-    p50, p95, p99 = (float(x) for x in np.percentile(arr, [50, 95, 99]))
-    return {"p50": p50, "p95": p95, "p99": p99, "mean": float(arr.mean()), "max": float(arr.max())}
-
-
-def summarise(concurrency: int, samples: Sequence[Sample], wall_s: float) -> dict[str, Any]:
-    sent = len(samples)
-    accepted = [s for s in samples if 200 <= s.status < 300]
-    rejected = [s for s in samples if s.status == 429]
-    errors = [s for s in samples if not 200 <= s.status < 300 and s.status != 429]
-    examples: list[str] = []
-    for s in errors:
-        if s.error not in examples and len(examples) < MAX_ERROR_EXAMPLES:
-            examples.append(s.error)
-    return {
-        "concurrency": concurrency,
-        "sent": sent,
-        "accepted": len(accepted),
-        "rejected_429": len(rejected),
-        "errors": len(errors),
-        "wall_s": wall_s,
-        "throughput_per_s": len(accepted) / wall_s if wall_s > 0 else 0.0,
-        "rate_429": len(rejected) / sent if sent else 0.0,
-        "error_rate": len(errors) / sent if sent else 0.0,
-        "latency_s": percentiles([s.latency_s for s in accepted]),
-        "latency_429_s": percentiles([s.latency_s for s in rejected]),
-        "error_examples": examples,
-    }
-
-
-def run_level(
-    transport: Transport,
-    bodies: Sequence[dict[str, Any]],
-    concurrency: int,
-    *,
-    count: int | None = None,
-    duration_s: float | None = None,
-) -> dict[str, Any]:
-    if (count is None) == (duration_s is None):
-        raise ValueError("give either a request count or a duration")
-    dispenser = _Dispenser(count, duration_s)
-    samples: list[Sample] = []
-    lock = threading.Lock()
-    t0 = time.perf_counter()
-    kwargs = {"samples": samples, "lock": lock}
-    threads = [
-        threading.Thread(target=_worker, args=(transport, bodies, dispenser), kwargs=kwargs, daemon=True)
-        for _ in range(concurrency)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return summarise(concurrency, samples, time.perf_counter() - t0)
-
-
 def run_target(
     transport: Transport,
-    bodies: Sequence[dict[str, Any]],
+    workload: Workload,
     levels: Sequence[int],
     *,
-    count: int | None = None,
-    duration_s: float | None = None,
+    count: int,
+    duration_s: float,
+    policy: RetryPolicy,
+    seed: int = 0,
     warmup: int = 1,
-    on_level: Any = None,
+    on_level: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Warm up (unmeasured), then every level in turn."""
-    for i in range(warmup):
-        transport.send(bodies[i % len(bodies)])
+    """Warm up (unmeasured, requests of a seed no level uses), then every level in turn."""
+    for planned in [p for n in range(warmup) for p in workload.group(-1 - seed, n)][:warmup]:
+        transport.send(planned.body)
     results = []
-    for level in levels:
-        result = run_level(transport, bodies, level, count=count, duration_s=duration_s)
+    for position, level in enumerate(levels):
+        result = run_level(
+            transport, workload, level, count=count, duration_s=duration_s, policy=policy, seed=seed * 1000 + position
+        )
         results.append(result)
         if on_level is not None:
             on_level(result)
     return results
+
+
+def settings(
+    *,
+    workloads: Sequence[Workload],
+    requests_file: str | None,
+    count: int,
+    duration_s: float,
+    policy: RetryPolicy,
+    seed: int,
+    warmup: int,
+) -> dict[str, Any]:
+    """What a report records about how it was measured (beside its targets)."""
+    return {
+        "workloads": {w.name: {"description": w.description, **w.settings()} for w in workloads},
+        "requests_file": requests_file,
+        "bounds": {"decisions_per_level": count, "seconds_per_level": duration_s},
+        "retry": {
+            "max_attempts": policy.max_attempts,
+            "base_delay_s": policy.base_delay_s,
+            "max_delay_s": policy.max_delay_s,
+        },
+        "seed": seed,
+        "warmup": warmup,
+        "pause_after_429_cap_s": PAUSE_CAP_S,
+    }
+
+
+def series_label(target: Mapping[str, Any]) -> str:
+    """How a target's run is named in plots: its label, and the workload when it is a generated one."""
+    workload = target.get("workload")
+    return f"{target['label']} {workload}" if workload and workload != "requests" else str(target["label"])
+
+
+def write_report(out: Path, report: Mapping[str, Any]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = out / BENCH_JSON, out / BENCH_PNG
+    json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    plots.latency_plot(
+        png_path,
+        {series_label(t): t["levels"] for t in report["targets"]},
+        title="p95 latency against concurrency",
+    )
+    return [json_path, png_path]
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    report = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(report, dict) or not isinstance(report.get("targets"), list):
+        raise ValueError(f"{path}: not a bench result (no 'targets' list)")
+    return report
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """For one target and workload: the highest concurrency whose p95 meets the objective with nothing turned away."""
+
+    label: str
+    workload: str
+    instance_type: str | None
+    concurrency: int | None  # None: not even the lowest level met it
+    p95_s: float | None  # at that concurrency (or at the lowest level, when none met it)
+    throughput_per_s: float | None
+    highest_tested: bool  # the highest level measured met it: the endpoint may hold more
+
+    @property
+    def section(self) -> str:
+        if not self.instance_type:
+            return "<cpu|gpu>"
+        family = self.instance_type.split(".")[1] if self.instance_type.count(".") >= 2 else self.instance_type
+        return "gpu" if family[:1] in ("g", "p") else "cpu"  # as stacks/config.py's is_gpu_instance
+
+    @property
+    def config_key(self) -> str:
+        return f"{self.section}.{SCALING_KEY}"
+
+
+def _meets(level: Mapping[str, Any], slo_s: float) -> bool:
+    p95 = level["latency_s"]["p95"]
+    clean = level["rejected_429"] == 0 and level.get("lost", 0) == 0 and level["errors"] == 0
+    return clean and level["accepted"] > 0 and p95 is not None and p95 <= slo_s
+
+
+def recommend(report: Mapping[str, Any], slo_p95_ms: float) -> list[Recommendation]:
+    """Per target and workload, counting up from the lowest level: the last level before the first one that
+    misses the objective or turns anything away (a noisy pass above a miss is not trusted)."""
+    out = []
+    for target in report["targets"]:
+        levels = sorted(target["levels"], key=lambda lv: lv["concurrency"])
+        best = None
+        for level in levels:
+            if not _meets(level, slo_p95_ms / 1000):
+                break
+            best = level
+        shown = best or (levels[0] if levels else None)
+        out.append(
+            Recommendation(
+                label=str(target["label"]),
+                workload=str(target.get("workload") or "requests"),
+                instance_type=target.get("instance_type"),
+                concurrency=best["concurrency"] if best else None,
+                p95_s=shown["latency_s"]["p95"] if shown else None,
+                throughput_per_s=best["throughput_per_s"] if best else None,
+                highest_tested=best is not None and best is levels[-1],
+            )
+        )
+    return out
+
+
+def describe_recommendations(recommendations: Sequence[Recommendation], slo_p95_ms: float) -> str:
+    """What --recommend-scaling prints: a line per workload and the value per target for cdk.json."""
+    lines: list[str] = []
+    labels = list(dict.fromkeys(r.label for r in recommendations))
+    for label in labels:
+        mine = [r for r in recommendations if r.label == label]
+        kind = f" ({mine[0].instance_type})" if mine[0].instance_type else ""
+        lines.append(f"{label}{kind}: highest concurrency with p95 <= {slo_p95_ms:g} ms and no 429s, lost or errors")
+        for r in mine:
+            p95 = "-" if r.p95_s is None else f"{r.p95_s * 1000:.0f} ms"
+            if r.concurrency is None:
+                lines.append(f"  {r.workload:<18} none: the lowest level measured has p95 {p95}")
+                continue
+            more = "; the highest level measured, so try higher ones" if r.highest_tested else ""
+            lines.append(f"  {r.workload:<18} {r.concurrency} (p95 {p95}, {r.throughput_per_s:.2f} decisions/s){more}")
+        if any(r.concurrency is None for r in mine):
+            lines.append(f"  -> no target for {mine[0].config_key}: a larger instance, or a smaller model")
+            continue
+        binding = min(mine, key=lambda r: r.concurrency or 0)
+        why = f" (the lowest over the workloads: {binding.workload})" if len(mine) > 1 else ""
+        lines.append(f"  -> {binding.config_key} = {binding.concurrency}{why}")
+        lines.append(f"     in cdk.json, under context.environments.<env>.{binding.section}")
+    return "\n".join(lines)

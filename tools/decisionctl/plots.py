@@ -115,13 +115,13 @@ def _nan(x: float | None) -> float:
 
 
 def latency_plot(path: Path, targets: Mapping[str, Sequence[Mapping[str, Any]]], *, title: str) -> None:
-    """p50/p95/p99 latency and throughput against concurrency, one colour per target."""
+    """p95 latency (a band from p50 to p99 around it) and throughput against concurrency, a colour per series."""
     fig, (ax_lat, ax_tp) = plt.subplots(1, 2, figsize=(10, 4.2))
     for k, (label, levels) in enumerate(targets.items()):
         conc = [lv["concurrency"] for lv in levels]
-        for q, style in (("p50", "-"), ("p95", "--"), ("p99", ":")):
-            ys = [_nan(lv["latency_s"][q]) for lv in levels]
-            ax_lat.plot(conc, ys, linestyle=style, marker="o", color=f"C{k}", label=f"{label} {q}")
+        quantiles = {q: [_nan(lv["latency_s"][q]) for lv in levels] for q in ("p50", "p95", "p99")}
+        ax_lat.fill_between(conc, quantiles["p50"], quantiles["p99"], color=f"C{k}", alpha=0.12, linewidth=0)
+        ax_lat.plot(conc, quantiles["p95"], marker="o", color=f"C{k}", label=f"{label} p95")
         ax_tp.plot(
             conc, [lv["throughput_per_s"] for lv in levels], marker="o", color=f"C{k}", label=f"{label} accepted/s"
         )
@@ -144,8 +144,9 @@ def latency_plot(path: Path, targets: Mapping[str, Sequence[Mapping[str, Any]]],
         ax.set_xlabel("concurrent clients")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    ax_lat.set(ylabel="latency of accepted requests (s)", title=title)
-    ax_tp.set(ylabel="decisions per second", title="throughput (429 rate annotated)")
+    ax_lat.set(ylabel="latency of accepted decisions (s); band: p50 to p99", title=title)
+    ax_lat.set_ylim(bottom=0)
+    ax_tp.set(ylabel="decisions per second", title="throughput (429 rate among sends annotated)")
     ax_tp.set_ylim(bottom=0)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -171,7 +171,7 @@ def bench(targets: Sequence[Mapping[str, Any]]) -> str:
         has_cost = any(lv.get("cost_per_1000") is not None for lv in t["levels"])
         title = t["label"] + (f" ({t['instance_type']})" if t.get("instance_type") else "")
         groups.append((len(headers), title))
-        headers += ["req/s", "p50 s", "p95 s", "p99 s", "429", "errors"]
+        headers += ["dec/s", "p50 s", "p95 s", "p99 s", "429", "sends/dec", "lost", "errors"]
         if has_cost:
             headers.append(f"{t.get('currency') or 'USD'}/1k")
     rows = []
@@ -181,7 +181,7 @@ def bench(targets: Sequence[Mapping[str, Any]]) -> str:
             has_cost = any(x.get("cost_per_1000") is not None for x in t["levels"])
             lv = next((x for x in t["levels"] if x["concurrency"] == c), None)
             if lv is None:
-                row += ["-"] * (7 if has_cost else 6)
+                row += ["-"] * (9 if has_cost else 8)
                 continue
             lat = lv["latency_s"]
             row += [
@@ -190,6 +190,8 @@ def bench(targets: Sequence[Mapping[str, Any]]) -> str:
                 num(lat["p95"]),
                 num(lat["p99"]),
                 pct(lv["rate_429"]),
+                num(lv["sends_per_accepted"], 2),
+                str(lv["lost"]),
                 pct(lv["error_rate"]),
             ]
             if has_cost:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from decisionctl import bench as bench_mod
-from decisionctl import plots, render
-from decisionctl.commands.options import UsageError, add_target, say, shipped, transport
+from decisionctl import render, workloads
+from decisionctl.commands.options import (
+    EXIT_FAILED,
+    UsageError,
+    add_retry,
+    add_target,
+    retry_policy,
+    say,
+    shipped,
+    transport,
+)
+from decisionctl.load import MAX_DECISIONS_PER_LEVEL, MAX_LEVEL_S, check_bounds, require_loopback
 from decisionctl.prices import BUILTIN, cost_per_1000, load_prices
 
 NAME = "bench"
@@ -26,24 +35,48 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
+def _workloads(text: str) -> list[str]:
+    known = list(workloads.by_name())
+    names = known if text == "all" else [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"workloads are 'all' or some of {', '.join(known)}; got {text!r}")
+    return names
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
-        "Closed-loop load test without retries: throughput, p50/p95/p99 latency of "
-        "accepted requests, 429 and error rates per concurrency level; bench.json and "
-        "bench.png in --out."
+        "Closed-loop load test with the retry policy of decide and evaluate: per concurrency level, decisions "
+        "per second, p50/p95/p99 latency of accepted decisions, the 429 rate among sends, sends per accepted "
+        "decision and decisions lost; bench.json and bench.png in --out. Sends only to a loopback URL or a "
+        "SageMaker endpoint. --recommend-scaling reads the autoscaling target off the run (or off --from-result)."
     )
-    add_target(p)
-    p.add_argument(
+    add_target(p, required=False)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
         "--requests",
-        default=str(shipped("bench_requests.jsonl")),
         metavar="FILE.jsonl",
         help="decision request bodies, one a line, sent in turn (default: the shipped set)",
     )
-    p.add_argument("--concurrency", type=_levels, default=[1, 2, 4, 8], help="levels, e.g. 1,2,4,8 (default)")
-    amount = p.add_mutually_exclusive_group()
-    amount.add_argument("--count", type=int, default=20, help="requests per level (default 20)")
-    amount.add_argument("--duration", type=float, metavar="S", help="seconds per level instead of a count")
+    source.add_argument(
+        "--workload",
+        type=_workloads,
+        metavar="NAMES",
+        help="generated workloads instead: all, or some of " + ", ".join(workloads.by_name()),
+    )
+    p.add_argument("--concurrency", type=_levels, default=[1, 2, 4, 8, 16], help="levels, e.g. 1,2,4,8,16 (default)")
+    p.add_argument("--count", type=int, help="decisions per level, at most (default 20, or no limit with --duration)")
+    p.add_argument("--duration", type=float, metavar="S", help="seconds per level, at most (default: one hour)")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the first level (1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated requests and of the jitter (0)")
+    p.add_argument(
+        "--question-gap",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="agent-supervisor: seconds between the answer on a state and the next question on it (2)",
+    )
+    add_retry(p)
     p.add_argument("--label", help="name of the first target in tables and plots, e.g. cpu")
     p.add_argument(
         "--compare", metavar="URL_OR_ENDPOINT", help="a second target: http(s) URL or SageMaker endpoint name"
@@ -59,21 +92,51 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance-type", help="instance type of the first target, e.g. ml.c6i.8xlarge")
     p.add_argument("--compare-instance-type", help="instance type of the second target, e.g. ml.g6e.xlarge")
     p.add_argument("--out", default="bench", metavar="DIR", help="output directory (default ./bench)")
+    scaling = p.add_argument_group("autoscaling target")
+    scaling.add_argument(
+        "--recommend-scaling",
+        action="store_true",
+        help="print the highest concurrency per instance whose p95 meets --slo-p95-ms with no 429s, and its key",
+    )
+    scaling.add_argument("--slo-p95-ms", type=float, metavar="MS", help="the p95 latency objective")
+    scaling.add_argument("--from-result", metavar="FILE", help="a recorded bench.json to read instead of a new run")
 
 
 def _report_level(lv: dict[str, Any]) -> None:
     say(
-        f"  concurrency {lv['concurrency']}: {lv['accepted']}/{lv['sent']} accepted, "
-        f"{lv['rejected_429']} 429, {lv['errors']} errors, {lv['throughput_per_s']:.2f}/s"
+        f"  concurrency {lv['concurrency']}: {lv['accepted']}/{lv['decisions']} accepted, {lv['sends']} sends, "
+        f"{lv['rejected_429']} 429, {lv['lost']} lost, {lv['errors']} errors, {lv['throughput_per_s']:.2f}/s"
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def _recommend(report: dict[str, Any], slo_p95_ms: float) -> int:
+    recommendations = bench_mod.recommend(report, slo_p95_ms)
+    print(bench_mod.describe_recommendations(recommendations, slo_p95_ms))
+    return EXIT_FAILED if any(r.concurrency is None for r in recommendations) else 0
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.recommend_scaling and args.slo_p95_ms is None:
+        raise UsageError("--recommend-scaling needs --slo-p95-ms")
+    if args.from_result and not args.recommend_scaling:
+        raise UsageError("--from-result is read by --recommend-scaling")
+    if not (args.from_result or args.url or args.sagemaker_endpoint):
+        raise UsageError("one of the arguments --url --sagemaker-endpoint is required (or --from-result)")
     if args.prices and not (args.instance_type and (args.compare_instance_type or not args.compare)):
         raise UsageError("--prices needs --instance-type (and --compare-instance-type for --compare)")
-    bodies = bench_mod.load_requests(Path(args.requests))
-    count = args.count if args.duration is None else None
-    prices = load_prices(args.prices) if args.prices else None
+
+
+def _workloads_of(args: argparse.Namespace) -> tuple[list[workloads.Workload], str | None]:
+    """The workloads to run and the request file they come from (None: generated)."""
+    if args.workload:
+        generated = workloads.by_name(gap_s=args.question_gap)
+        return [generated[name] for name in args.workload], None
+    requests_file = args.requests or str(shipped("bench_requests.jsonl"))
+    return [workloads.RequestFile(bench_mod.load_requests(Path(requests_file)))], requests_file
+
+
+def _plan(args: argparse.Namespace) -> list[tuple[str, str | None, str | None, str | None]]:
+    """(label, url, SageMaker endpoint, instance type) of each target; URLs must be loopback ones."""
     plan = [(args.label or args.url or args.sagemaker_endpoint, args.url, args.sagemaker_endpoint, args.instance_type)]
     if args.compare:
         is_url = args.compare.startswith(("http://", "https://"))
@@ -85,57 +148,83 @@ def run(args: argparse.Namespace) -> int:
                 args.compare_instance_type,
             )
         )
+    for _, url, _, _ in plan:
+        if url:
+            require_loopback(url)
+    return plan
+
+
+def run(args: argparse.Namespace) -> int:
+    _check(args)
+    if args.from_result:
+        return _recommend(bench_mod.read_report(Path(args.from_result)), args.slo_p95_ms)
+    chosen, requests_file = _workloads_of(args)
+    count = args.count if args.count is not None else (MAX_DECISIONS_PER_LEVEL if args.duration else 20)
+    duration = args.duration if args.duration is not None else MAX_LEVEL_S
+    check_bounds(args.concurrency, count, duration)
+    plan = _plan(args)
+    prices = load_prices(args.prices) if args.prices else None
     # every price is looked up before anything is sent, so a typo fails at once
     hourly = [prices.price(instance_type) if prices and instance_type else None for *_, instance_type in plan]
+    policy = retry_policy(args)
     targets: list[dict[str, Any]] = []
     for (label, url, endpoint, instance_type), price in zip(plan, hourly, strict=True):
         target = transport(args, max_connections=max(args.concurrency), url=url, endpoint=endpoint)
-        amount = f"{count} requests each" if count else f"{args.duration} s each"
-        say(f"bench {label}: levels {args.concurrency}, {amount}")
         try:
-            levels = bench_mod.run_target(
-                target,
-                bodies,
-                args.concurrency,
-                count=count,
-                duration_s=args.duration,
-                warmup=args.warmup,
-                on_level=_report_level,
-            )
+            for workload in chosen:
+                say(f"bench {label}, {workload.name}: levels {args.concurrency}, {count} decisions or {duration:g} s")
+                levels = bench_mod.run_target(
+                    target,
+                    workload,
+                    args.concurrency,
+                    count=count,
+                    duration_s=duration,
+                    policy=policy,
+                    seed=args.seed,
+                    warmup=args.warmup,
+                    on_level=_report_level,
+                )
+                for lv in levels:
+                    lv["cost_per_1000"] = cost_per_1000(price, lv["throughput_per_s"]) if price is not None else None
+                targets.append(
+                    {
+                        "label": label,
+                        "target": target.label,
+                        "workload": workload.name,
+                        "instance_type": instance_type,
+                        "price_per_hour": price,
+                        "currency": prices.currency if prices else None,
+                        "levels": levels,
+                    }
+                )
         finally:
             target.close()
-        for lv in levels:
-            lv["cost_per_1000"] = cost_per_1000(price, lv["throughput_per_s"]) if price is not None else None
-        targets.append(
-            {
-                "label": label,
-                "target": target.label,
-                "instance_type": instance_type,
-                "price_per_hour": price,
-                "currency": prices.currency if prices else None,
-                "levels": levels,
-            }
-        )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     report = {
-        "requests_file": str(args.requests),
-        "requests": len(bodies),
-        "mode": {"count": count} if count else {"duration_s": args.duration},
-        "warmup": args.warmup,
-        "pause_after_429_cap_s": bench_mod.PAUSE_CAP_S,
+        **bench_mod.settings(
+            workloads=chosen,
+            requests_file=requests_file,
+            count=count,
+            duration_s=duration,
+            policy=policy,
+            seed=args.seed,
+            warmup=args.warmup,
+        ),
         "prices": prices.describe() if prices else None,
         "targets": targets,
     }
-    (out / "bench.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    plots.latency_plot(
-        out / "bench.png", {t["label"]: t["levels"] for t in targets}, title="Latency against concurrency"
-    )
-    print(render.bench(targets))
+    written = bench_mod.write_report(Path(args.out), report)
+    for workload in chosen:
+        if len(chosen) > 1:
+            print(f"\n{workload.name}: {workload.description}")
+        print(render.bench([t for t in targets if t["workload"] == workload.name]))
     if prices:
         print(
             f"\ncost per 1,000 requests = hourly price / (accepted per second * 3600) * 1000; prices from "
             f"{prices.source}" + ("" if prices.checked else " (EXAMPLES: check them against the AWS price list)")
         )
-    print(f"wrote {out / 'bench.json'}, {out / 'bench.png'}")
-    return 0
+    status = 0
+    if args.recommend_scaling:
+        print()
+        status = _recommend(report, args.slo_p95_ms)
+    print("wrote " + ", ".join(str(path) for path in written))
+    return status
