@@ -17,6 +17,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from stacks.bulk_config import BULK_SECTIONS, AsyncEndpoint, BatchTransform, check_runs_on
+
 DEFAULT_ENVIRONMENT = "dev"
 PLACEHOLDER_SHA256 = "0" * 64
 
@@ -312,6 +314,9 @@ class EnvironmentConfig(_Frozen):
     cpu: CpuEndpoint | None
     gpu: GpuEndpoint | None
     chat: ChatEndpoint | None
+    # After the endpoint sections: their validators read the decision section they run on.
+    batch: BatchTransform | None = None
+    async_inference: AsyncEndpoint | None = Field(default=None, alias="async")
     alarms: Alarms
     tags: dict[str, str] = Field(default_factory=dict)
 
@@ -321,6 +326,13 @@ class EnvironmentConfig(_Frozen):
         if value not in LOG_RETENTION_DAYS:
             raise ValueError(f"must be one of CloudWatch's periods: {sorted(LOG_RETENTION_DAYS)}")
         return value
+
+    @field_validator("batch", "async_inference")
+    @classmethod
+    def _bulk_runs_on(
+        cls, value: BatchTransform | AsyncEndpoint | None, info: ValidationInfo
+    ) -> BatchTransform | AsyncEndpoint | None:
+        return check_runs_on(value, info)
 
     @property
     def destroy_on_delete(self) -> bool:
@@ -377,6 +389,8 @@ def load_environment(environments: object, name: str) -> EnvironmentConfig:
     data: dict[str, Any] = {**raw, "name": name}
     for section in _ENDPOINT_SECTIONS:
         data[section] = _enabled_section(raw.get(section), f"environments.{name}.{section}")
+    for section in BULK_SECTIONS:  # off when absent
+        data[section] = _enabled_section(raw[section], f"environments.{name}.{section}") if section in raw else None
     if all(data[section] is None for section in _ENDPOINT_SECTIONS):
         raise ConfigError(f"environments.{name}: no endpoint is enabled; set enabled to true in one of cpu, gpu, chat")
     try:

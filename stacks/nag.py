@@ -8,6 +8,7 @@ a finding is acknowledged on the construct that causes it (or an ancestor) by it
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_s3 as s3
 from constructs import IConstruct
 
 MIN_REASON_LENGTH = 40
@@ -62,3 +63,12 @@ def _logical_id(construct: IConstruct) -> str:
     if not isinstance(element, cdk.CfnElement):
         raise TypeError(f"{construct.node.path} has no CloudFormation resource")
     return cdk.Stack.of(construct).get_logical_id(element)
+
+
+def object_finding(bucket: s3.IBucket, pattern: str) -> str:
+    """How cdk-nag writes `bucket.arn_for_objects(pattern)` of a bucket in another stack: `<export name>/<pattern>`.
+
+    The ARN arrives as an import of the bucket stack's export; `export_value` returns that same import.
+    """
+    imported = cdk.Stack.of(bucket).resolve(cdk.Stack.of(bucket).export_value(bucket.bucket_arn))
+    return f"{imported['Fn::ImportValue']}/{pattern}"

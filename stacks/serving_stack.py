@@ -13,7 +13,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from stacks.async_inference import AsyncDecisionEndpoint
 from stacks.autoscaling import EndpointAutoscaling
+from stacks.batch_transform import BatchTransformJobs
 from stacks.config import IMAGE_FLAVOURS, ChatEndpoint, CpuEndpoint, EnvironmentConfig, GpuEndpoint
 from stacks.endpoint import ServingEndpoint
 from stacks.foundation_stack import FoundationStack
@@ -134,6 +136,7 @@ class ServingStack(cdk.Stack):
             )
             grant_dlc_pull(endpoint.role, self, config.dlc)
             endpoint.role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        self._bulk(images)
 
         dashboard = build_dashboard(
             self, environment=config.name, endpoints=[d.alarms for d in self.endpoints.values()]
@@ -200,3 +203,47 @@ class ServingStack(cdk.Stack):
         self.endpoints[section] = DeployedEndpoint(endpoint, scaling, alarms)
         cdk.CfnOutput(self, f"{label}EndpointName", value=name)
         return endpoint
+
+    def _bulk(self, images: dict[str, BuiltImage]) -> None:
+        """Batch Transform on a decision endpoint's Model, and an asynchronous endpoint, where configured."""
+        config, foundation = self.config, self.foundation
+        self.batch: BatchTransformJobs | None = None
+        self.async_endpoint: AsyncDecisionEndpoint | None = None
+        if config.batch is not None:
+            runs_on = self.endpoints[config.batch.model].endpoint
+            self.batch = BatchTransformJobs(
+                self,
+                "Batch",
+                environment=config.name,
+                settings=config.batch,
+                model_name=runs_on.model.attr_model_name,
+                model_role=runs_on.role,
+                bucket=foundation.artifacts.bucket,
+                key=foundation.key,
+                alarm_topic=foundation.alarm_topic,
+                alarm_period=cdk.Duration.seconds(config.alarms.period_seconds),
+                log_retention=self.retention,
+                removal_policy=config.cdk_removal_policy,
+            )
+        if config.async_inference is not None:
+            section = config.async_inference.model
+            base = config.decision_endpoints[section]
+            image = images[IMAGE_FLAVOURS[section]]
+            self.async_endpoint = AsyncDecisionEndpoint(
+                self,
+                "AsyncEndpoint",
+                endpoint_name=f"decision-{config.name}-async",
+                settings=config.async_inference,
+                base=base,
+                image=image.uri,
+                environment=decision_environment(config, base, image),
+                model_data_url=foundation.artifacts.model_data_url,
+                model_object_arn=foundation.artifacts.model_object_arn,
+                model_download_timeout_seconds=config.model.download_timeout_seconds,
+                bucket=foundation.artifacts.bucket,
+                repository=foundation.images.repository,
+                key=foundation.key,
+                log_retention=self.retention,
+                removal_policy=config.cdk_removal_policy,
+            )
+            self.async_endpoint.model.node.add_dependency(self.preflight.resource)
