@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,24 +19,22 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import handlers
+from . import events, handlers
 from .contract import DEFAULT_MODEL_ALIAS
 from .errors import (
-    AdapterError,
+    ERROR_TABLE,
     AuthenticationError,
     NotReady,
     PayloadTooLarge,
     UnsupportedShape,
     error_response,
+    startup_failure,
 )
-from .gguf_metadata import DecisionMetadataError
-from .manifest import ChecksumMismatch
-from .model_files import ModelNotFound
+from .events import requests_log
 from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .service import ModelService
-from .settings import AdapterSettings, RuntimeSettings, SettingsError
+from .settings import AdapterSettings, RuntimeSettings
 
-log = logging.getLogger("decision_adapter.requests")
 RELEASE_DATE = "2026-11-30"
 
 
@@ -81,23 +78,12 @@ def create_app(
         owned = service is None
         try:
             app.state.service = service or await anyio.to_thread.run_sync(ModelService.load, settings, runtime_settings)
-        except ChecksumMismatch as e:
-            log.error(
-                json.dumps(
-                    {
-                        "event": "model_checksum_mismatch",
-                        "file": str(e.path),
-                        "expected_sha256": e.expected,
-                        "actual_sha256": e.actual,
-                        "message": "refusing to start",
-                    }
-                )
-            )
+        except Exception as e:
+            line = startup_failure(e)
+            if line is not None:
+                requests_log.error(json.dumps(line))
             raise
-        except (ModelNotFound, SettingsError, DecisionMetadataError) as e:
-            log.error(json.dumps({"event": "model_not_loaded", "message": str(e)}))
-            raise
-        log.info(json.dumps({"event": "ready", "identity": app.state.service.identity.model_dump()}))
+        requests_log.info(json.dumps({"event": events.READY, "identity": app.state.service.identity.model_dump()}))
         try:
             yield
         finally:
@@ -113,9 +99,11 @@ def create_app(
     app.state.settings = settings
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
-    @app.exception_handler(AdapterError)
-    async def _adapter_error(request: Request, err: AdapterError) -> Response:
+    async def _domain_error(request: Request, err: Exception) -> Response:
         return error_response(err)
+
+    for error_class in ERROR_TABLE:
+        app.add_exception_handler(error_class, _domain_error)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, err: RequestValidationError) -> Response:

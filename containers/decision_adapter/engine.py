@@ -14,24 +14,17 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from .errors import RuntimeFailure, TokenBudgetExceeded
 from .prompt import AnyQuestion, Option, options_of
-from .runtime import LlamaRuntime, NeedsRestore, RuntimeFailure, Unit
-from .schemas import DecisionRequest, Text
+from .runtime import LlamaRuntime, NeedsRestore, Unit
+from .schemas import ChatCompletionRequest, DecisionRequest, Text
 from .scheme import PromptScheme
 from .state_cache import Snapshot, StateCache, prefix_key
-
-
-class TokenBudgetExceeded(ValueError):
-    def __init__(self, needed: int, budget: int) -> None:
-        super().__init__(
-            f"the request needs {needed} tokens of context but the model's budget is {budget} tokens "
-            f"(SM_LLAMA_CPP_CTX_SIZE); shorten the state or the options, or split the request"
-        )
-        self.needed, self.budget = needed, budget
 
 
 @dataclass(frozen=True)
@@ -101,7 +94,11 @@ class DecisionEngine:
         prefix_len = sum(len(u) for u in prefix)
         longest = max(len(p.head) + len(p.suffix) + len(p.codes[0]) - 1 for plan in plans.values() for p in plan.passes)
         if prefix_len + longest > self.rt.n_ctx:
-            raise TokenBudgetExceeded(prefix_len + longest, self.rt.n_ctx)
+            raise TokenBudgetExceeded(
+                f"the request needs {prefix_len + longest} tokens of context but the model's budget is "
+                f"{self.rt.n_ctx} tokens (SM_LLAMA_CPP_CTX_SIZE); shorten the state or the options, "
+                "or split the request"
+            )
         t1 = time.perf_counter()
         decoded_before = self.rt.tokens_decoded
         source = self._load_prefix(prefix)
@@ -112,6 +109,17 @@ class DecisionEngine:
         input_tokens = prefix_len + sum(a.suffix_tokens for a in answers.values())
         timings = {"tokenize": (t1 - t0) * 1e3, "state": (t2 - t1) * 1e3, "questions": (t3 - t2) * 1e3}
         return DecisionOutcome(answers, input_tokens, evaluated, source, {k: round(v, 2) for k, v in timings.items()})
+
+    def chat(self, request: ChatCompletionRequest) -> dict[str, Any]:
+        """An OpenAI chat completion on this engine's context (what the stock DLC serves on /invocations)."""
+        return self.rt.chat_completion(
+            messages=[m.model_dump(exclude_none=True) for m in request.messages],
+            max_tokens=request.max_completion_tokens or request.max_tokens or 256,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            stop=request.stop,
+            seed=request.seed,
+        )
 
     def temperature(self, qtype: str, n_options: int) -> float:
         if self.calibration is not None:

@@ -1,80 +1,120 @@
-"""Errors the adapter raises on purpose, and the one table that maps them to HTTP responses.
+"""The adapter's domain errors and the one table that gives each its HTTP status and body.
 
 Bodies follow the contract: `{"detail": {"error_type", "message"}}` with a JSON media type.
-Validation failures (422 with `detail[]`) are FastAPI's own and already in the contract's shape.
+Validation failures (422 with `detail[]`) are the app's request-validation handler's.
+Start-up failures have no response: `startup_failure` gives the line each writes before the process stops.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from fastapi.responses import JSONResponse
+
+from . import events
+from .gguf_metadata import DecisionMetadataError
+from .manifest import ChecksumMismatch
+from .model_files import ModelNotFound
+from .settings import SettingsError
 
 
 class AdapterError(Exception):
-    """Base: carries the error type the table maps to a status."""
-
-    error_type = "internal_error"
+    """An error raised on purpose; `retry_after` (seconds) becomes a Retry-After header."""
 
     def __init__(self, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.retry_after = retry_after
 
 
 class AuthenticationError(AdapterError):
-    error_type = "authentication_error"
-
-
-class Overloaded(AdapterError):
-    error_type = "overloaded"
-
-
-class NotReady(AdapterError):
-    error_type = "not_ready"
-
-
-class PayloadTooLarge(AdapterError):
-    error_type = "payload_too_large"
-
-
-class TokenBudget(AdapterError):
-    error_type = "token_budget_exceeded"
+    """No or a wrong API key where one is configured."""
 
 
 class ModelNotServed(AdapterError):
-    error_type = "model_not_found"
+    """The request names a model this endpoint does not serve."""
 
 
 class UnsupportedShape(AdapterError):
-    error_type = "unsupported_request_shape"
+    """A body on /invocations that is neither a decision nor a chat request."""
 
 
-class ServerFault(AdapterError):
-    error_type = "internal_error"
+class PayloadTooLarge(AdapterError):
+    """The body is over DECISION_MAX_BODY_BYTES."""
 
 
-# The one table of statuses. 429, 503 and 500 are the ones clients retry; none of them is used for bad input.
-ERROR_STATUS: dict[type[AdapterError], int] = {
-    AuthenticationError: 401,
-    ModelNotServed: 404,
-    UnsupportedShape: 400,
-    PayloadTooLarge: 413,
-    TokenBudget: 413,
-    Overloaded: 429,
-    NotReady: 503,
-    ServerFault: 500,
+class TokenBudgetExceeded(AdapterError):
+    """The request needs more context than the model's budget; it is refused, never truncated."""
+
+
+class RuntimeFailure(AdapterError):
+    """llama.cpp failed on a well-formed request (a server fault, not the caller's)."""
+
+
+class Overloaded(AdapterError):
+    """No permit left: refused at once, with Retry-After."""
+
+
+class NotReady(AdapterError):
+    """The model is still loading."""
+
+
+@dataclass(frozen=True)
+class ErrorKind:
+    status: int
+    error_type: str
+    message: str = "{}"  # the body's message; {} is the error's own text
+    retry_after: int | None = None  # where the error carries none
+
+
+# 429, 503 and 500 are the statuses clients retry; none of them is used for bad input.
+ERROR_TABLE: dict[type[Exception], ErrorKind] = {
+    AuthenticationError: ErrorKind(401, "authentication_error"),
+    ModelNotServed: ErrorKind(404, "model_not_found"),
+    UnsupportedShape: ErrorKind(400, "unsupported_request_shape"),
+    PayloadTooLarge: ErrorKind(413, "payload_too_large"),
+    TokenBudgetExceeded: ErrorKind(413, "token_budget_exceeded"),
+    Overloaded: ErrorKind(429, "overloaded"),
+    NotReady: ErrorKind(503, "not_ready"),
+    RuntimeFailure: ErrorKind(500, "internal_error", "the model runtime failed: {}", retry_after=1),
 }
 
 
-def status_of(err: AdapterError) -> int:
-    return ERROR_STATUS.get(type(err), 500)
+def kind_of(err: Exception) -> ErrorKind:
+    """The table's row for the error's class or its nearest listed base; a 500 for anything else."""
+    for cls in type(err).__mro__:
+        kind = ERROR_TABLE.get(cls)
+        if kind is not None:
+            return kind
+    return ErrorKind(500, "internal_error")
 
 
-def error_response(err: AdapterError) -> JSONResponse:
+def status_of(err: Exception) -> int:
+    return kind_of(err).status
+
+
+def error_response(err: Exception) -> JSONResponse:
+    kind = kind_of(err)
     headers = {}
-    if err.retry_after is not None:
-        headers["Retry-After"] = str(err.retry_after)
+    retry_after = err.retry_after if isinstance(err, AdapterError) and err.retry_after is not None else kind.retry_after
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
     if isinstance(err, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
-    return JSONResponse(
-        {"detail": {"error_type": err.error_type, "message": err.message}}, status_code=status_of(err), headers=headers
-    )
+    body = {"detail": {"error_type": kind.error_type, "message": kind.message.format(err)}}
+    return JSONResponse(body, status_code=kind.status, headers=headers)
+
+
+def startup_failure(err: Exception) -> dict[str, Any] | None:
+    """The log line of an error that stops start-up; None for an error this table does not know."""
+    if isinstance(err, ChecksumMismatch):
+        return {
+            "event": events.MODEL_CHECKSUM_MISMATCH,
+            "file": str(err.path),
+            "expected_sha256": err.expected,
+            "actual_sha256": err.actual,
+            "message": "refusing to start",
+        }
+    if isinstance(err, ModelNotFound | SettingsError | DecisionMetadataError):
+        return {"event": events.MODEL_NOT_LOADED, "message": str(err)}
+    return None

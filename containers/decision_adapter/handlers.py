@@ -1,25 +1,23 @@
-"""What the routes do with a decision or chat request: run it on the model service, map failures to the
-error table, build the response with its run identity, and write one structured log line per request
-(never the raw state or instruction text unless DECISION_LOG_TEXT is on)."""
+"""What the routes do with a decision or chat request: run it on the model service, build the response
+with its run identity, and write one structured log line per decision (never the raw state or
+instruction text unless DECISION_LOG_TEXT is on)."""
 
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
+from . import events
 from .answers import decision_response
-from .engine import TokenBudgetExceeded
-from .errors import ModelNotServed, Overloaded, ServerFault, TokenBudget
-from .runtime import RuntimeFailure
+from .errors import ModelNotServed
+from .events import requests_log
 from .schemas import ChatCompletionRequest, ChoiceAnswer, DecisionRequest, DecisionResponse, NoulAnswer, RunRecord
 from .service import ModelService
 
-log = logging.getLogger("decision_adapter.requests")
 IDENTITY_LOGGED = (
     "model_sha256",
     "model_file",
@@ -37,21 +35,8 @@ async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response
         raise ModelNotServed(f"model {body.model!r} is not served here; use one of {sorted(s.served_names)}")
     request_id = uuid.uuid4().hex
     t0 = time.perf_counter()
-    try:
-        outcome = await s.decide(body)
-    except TokenBudgetExceeded as e:
-        _log_rejection(request_id, route, 413, "token_budget_exceeded")
-        raise TokenBudget(str(e)) from None
-    except Overloaded:
-        s.counters.rejected_overload += 1
-        _log_rejection(request_id, route, 429, "overload_rejected")
-        raise
-    except RuntimeFailure as e:
-        s.counters.errors += 1
-        _log_rejection(request_id, route, 500, "runtime_failure")
-        raise ServerFault(f"the model runtime failed: {e}", retry_after=1) from None
+    outcome = await s.decide(body, request_id=request_id, route=route)
     latency_ms = (time.perf_counter() - t0) * 1e3
-    s.counters.decisions += 1
     run = RunRecord(**s.identity.model_dump(), request_id=request_id, state_source=outcome.state_source)
     response = decision_response(
         model=s.model_name, questions=body.questions, outcome=outcome, run=run, total_ms=latency_ms
@@ -93,7 +78,7 @@ def _log_decision(
             item["instructions"] = body.questions[qid].instructions
         questions.append(item)
     line: dict[str, Any] = {
-        "event": "decision",
+        "event": events.DECISION,
         "request_id": request_id,
         "route": route,
         "status": 200,
@@ -105,21 +90,8 @@ def _log_decision(
     }
     if s.settings.log_text:
         line["state"] = body.state
-    log.info(json.dumps(line, ensure_ascii=False, default=str))
+    requests_log.info(json.dumps(line, ensure_ascii=False, default=str))
 
 
 async def chat(s: ModelService, body: ChatCompletionRequest) -> Response:
-    try:
-        result = await s.chat(body)
-    except Overloaded:
-        s.counters.rejected_overload += 1
-        _log_rejection("-", "chat", 429, "overload_rejected")
-        raise
-    except ValueError as e:  # llama-cpp-python's "Requested tokens exceed context window"
-        raise TokenBudget(f"{e} (context budget {s.engines[0].rt.n_ctx} tokens)") from None
-    s.counters.chats += 1
-    return JSONResponse(result)
-
-
-def _log_rejection(request_id: str, route: str, status: int, event: str) -> None:
-    log.warning(json.dumps({"event": event, "request_id": request_id, "route": route, "status": status}))
+    return JSONResponse(await s.chat(body, request_id="-", route="chat"))

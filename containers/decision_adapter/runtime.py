@@ -17,13 +17,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .errors import RuntimeFailure, TokenBudgetExceeded
+
 log = logging.getLogger("decision_adapter.runtime")
 
 Unit = tuple[int, ...]
-
-
-class RuntimeFailure(RuntimeError):
-    """llama.cpp failed on a well-formed request (a server fault, not the caller's)."""
 
 
 class LlamaRuntime:
@@ -113,8 +111,20 @@ class LlamaRuntime:
         self._units.clear()
 
     def forget(self) -> None:
-        """Another user of the context (chat completion) changed the KV cache behind our back."""
+        """Drop every unit: the next evaluation starts from an empty KV cache."""
         self._clear()
+
+    def chat_completion(self, **params: Any) -> dict[str, Any]:
+        """llama-cpp-python's chat completion on this context. It neither reuses a decision's KV state nor
+        leaves one behind (generation moves the cache past any unit boundary)."""
+        self._clear()
+        try:
+            result: dict[str, Any] = self.llm.create_chat_completion(**params)
+        except ValueError as e:  # llama-cpp-python's "Requested tokens exceed context window"
+            raise TokenBudgetExceeded(f"{e} (context budget {self.n_ctx} tokens)") from None
+        finally:
+            self._clear()
+        return result
 
     # -- snapshots (sequence 0 only: a few MB per thousand tokens on a small model)
     def snapshot(self) -> bytes:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
 
+from . import events
 from .contract import DEFAULT_MODEL_ALIAS, QUESTION_TYPES
 from .engine import DecisionEngine, DecisionOutcome
-from .errors import Overloaded
+from .errors import Overloaded, RuntimeFailure, TokenBudgetExceeded, status_of
+from .events import log_rejection
 from .gguf_metadata import read_decision_metadata
 from .gguf_scheme import scheme_from_metadata
 from .identity import build_identity
@@ -42,8 +44,7 @@ DEFAULT_CACHE_CAP = 1 << 30  # ...but at most 1 GiB
 class Counters:
     decisions: int = 0
     chats: int = 0
-    rejected_overload: int = 0
-    errors: int = 0
+    errors: int = 0  # runtime failures
 
 
 class Admission:
@@ -53,15 +54,19 @@ class Admission:
         self.limit = limit
         self.retry_after_s = retry_after_s
         self.admitted = 0
+        self.rejected = 0
         self._lock = threading.Lock()
 
-    def enter(self) -> None:
+    def enter(self, *, request_id: str, route: str) -> None:
         with self._lock:
             if self.admitted >= self.limit:
-                raise Overloaded(
+                self.rejected += 1
+                err = Overloaded(
                     f"the endpoint is at capacity ({self.limit} requests admitted); retry after {self.retry_after_s} s",
                     retry_after=self.retry_after_s,
                 )
+                log_rejection(request_id, route, status_of(err), events.OVERLOAD_REJECTED)
+                raise err
             self.admitted += 1
 
     def leave(self) -> None:
@@ -171,45 +176,41 @@ class ModelService:
         return min(DEFAULT_CACHE_CAP, DEFAULT_CACHE_CONTEXTS * per_token * int(llm.n_ctx()))
 
     # -- work
-    async def run(self, fn: Callable[[DecisionEngine], T]) -> T:
+    async def run(self, fn: Callable[[DecisionEngine], T], *, request_id: str, route: str) -> T:
         """Admit (or refuse with 429 at once), wait for an idle context, run `fn` off the event loop."""
-        self.admission.enter()
+        self.admission.enter(request_id=request_id, route=route)
         try:
             engine = await self._idle.get()
             try:
                 return await anyio.to_thread.run_sync(fn, engine)
+            except TokenBudgetExceeded as e:
+                log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
+                raise
+            except RuntimeFailure as e:
+                self.counters.errors += 1
+                log_rejection(request_id, route, status_of(e), events.RUNTIME_FAILURE)
+                raise
             finally:
                 self._idle.put_nowait(engine)
         finally:
             self.admission.leave()
 
-    def decide(self, request: DecisionRequest) -> Awaitable[DecisionOutcome]:
-        return self.run(lambda engine: engine.decide(request))
+    async def decide(self, request: DecisionRequest, *, request_id: str, route: str) -> DecisionOutcome:
+        outcome = await self.run(lambda engine: engine.decide(request), request_id=request_id, route=route)
+        self.counters.decisions += 1
+        return outcome
 
-    def chat(self, request: ChatCompletionRequest) -> Awaitable[dict[str, Any]]:
-        def complete(engine: DecisionEngine) -> dict[str, Any]:
-            engine.rt.forget()  # a completion never reuses a decision's KV state (nor the other way round)
-            try:
-                result: dict[str, Any] = engine.rt.llm.create_chat_completion(
-                    messages=[m.model_dump(exclude_none=True) for m in request.messages],
-                    max_tokens=request.max_completion_tokens or request.max_tokens or 256,
-                    temperature=request.temperature,
-                    top_p=request.top_p,
-                    stop=request.stop,
-                    seed=request.seed,
-                )
-            finally:
-                engine.rt.forget()  # generation moved the KV cache; the engine must not trust its units
-            result["model"] = self.model_name  # llama-cpp-python reports the GGUF's path on disk
-            return result
-
-        return self.run(complete)
+    async def chat(self, request: ChatCompletionRequest, *, request_id: str, route: str) -> dict[str, Any]:
+        result = await self.run(lambda engine: engine.chat(request), request_id=request_id, route=route)
+        result["model"] = self.model_name  # llama-cpp-python reports the GGUF's path on disk
+        self.counters.chats += 1
+        return result
 
     def metrics(self) -> dict[str, Any]:
         return {
             "decisions": self.counters.decisions,
             "chats": self.counters.chats,
-            "rejected_overload": self.counters.rejected_overload,
+            "rejected_overload": self.admission.rejected,
             "errors": self.counters.errors,
             "admitted_now": self.admission.admitted,
             "admission_limit": self.admission.limit,

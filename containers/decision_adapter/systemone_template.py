@@ -28,8 +28,8 @@ from typing import Any
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .errors import RuntimeFailure
 from .gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata
-from .runtime import RuntimeFailure
 from .schemas import Text
 
 Tokenize = Callable[[str], Sequence[int]]

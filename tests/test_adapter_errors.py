@@ -1,0 +1,75 @@
+"""The error table and the event names, without a model: every domain error has a row, each row gives the
+contract's body, start-up failures name their event, and the stacks' metric filters select the names the
+adapter writes."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+from decision_adapter import errors, events
+from decision_adapter.gguf_metadata import UnsupportedDecisionScheme
+from decision_adapter.manifest import ChecksumMismatch
+from decision_adapter.model_files import ModelNotFound
+from decision_adapter.systemone_template import TemplateNotSeparable
+
+from stacks.observability import OVERLOAD_PATTERN, action_pattern
+
+DOMAIN_ERRORS = [
+    cls
+    for _, cls in inspect.getmembers(errors, inspect.isclass)
+    if issubclass(cls, errors.AdapterError) and cls is not errors.AdapterError
+]
+
+
+def test_every_domain_error_has_a_row() -> None:
+    assert len(DOMAIN_ERRORS) >= 8
+    assert set(DOMAIN_ERRORS) == set(errors.ERROR_TABLE)
+
+
+@pytest.mark.parametrize("cls", DOMAIN_ERRORS, ids=lambda c: c.__name__)
+def test_body_is_the_contracts_shape(cls: type[errors.AdapterError]) -> None:
+    response = errors.error_response(cls("what went wrong"))
+    body = json.loads(bytes(response.body))
+    kind = errors.ERROR_TABLE[cls]
+    assert response.status_code == kind.status and response.media_type == "application/json"
+    assert body == {"detail": {"error_type": kind.error_type, "message": kind.message.format("what went wrong")}}
+
+
+def test_statuses_clients_retry_are_never_for_bad_input() -> None:
+    retried = {cls for cls, kind in errors.ERROR_TABLE.items() if kind.status in (429, 500, 503)}
+    assert retried == {errors.Overloaded, errors.NotReady, errors.RuntimeFailure}
+
+
+def test_retry_after_from_the_error_or_the_table() -> None:
+    assert errors.error_response(errors.Overloaded("full", retry_after=3)).headers["Retry-After"] == "3"
+    failure = errors.error_response(TemplateNotSeparable("cannot split"))  # a RuntimeFailure subclass
+    assert failure.status_code == 500 and failure.headers["Retry-After"] == "1"
+    assert json.loads(bytes(failure.body))["detail"]["message"] == "the model runtime failed: cannot split"
+    assert errors.error_response(errors.AuthenticationError("no key")).headers["WWW-Authenticate"] == "Bearer"
+    assert errors.status_of(KeyError("not a domain error")) == 500
+
+
+def test_startup_failures_name_their_event() -> None:
+    mismatch = errors.startup_failure(ChecksumMismatch(Path("/m/x.gguf"), "a" * 64, "b" * 64))
+    assert mismatch is not None and mismatch["event"] == events.MODEL_CHECKSUM_MISMATCH
+    assert (mismatch["file"], mismatch["expected_sha256"], mismatch["actual_sha256"]) == (
+        "/m/x.gguf",
+        "a" * 64,
+        "b" * 64,
+    )
+    for err in (ModelNotFound("no gguf"), UnsupportedDecisionScheme("llama.decision.type", "kev")):
+        line = errors.startup_failure(err)
+        assert line is not None and line["event"] == events.MODEL_NOT_LOADED and line["message"] == str(err)
+    assert errors.startup_failure(KeyError("unknown")) is None
+
+
+def test_the_stacks_metric_filters_select_the_adapters_event_names() -> None:
+    """stacks/ is synthesized without the adapter installed, so it writes the names again; this keeps them equal."""
+    overload = re.fullmatch(r'\{ \$\.event = "(\w+)" \}', OVERLOAD_PATTERN)
+    assert overload is not None and overload.group(1) == events.OVERLOAD_REJECTED
+    decision = re.match(r'\{ \$\.event = "(\w+)" ', action_pattern("automated"))
+    assert decision is not None and decision.group(1) == events.DECISION
