@@ -15,6 +15,7 @@ from cdk_nag import AwsSolutionsChecks
 from stacks.config import DEFAULT_ENVIRONMENT, EnvironmentConfig, load_environment
 from stacks.foundation_stack import FoundationStack
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, load_github
+from stacks.placeholders import ALLOW_PLACEHOLDERS, allowed, refuse_placeholders
 from stacks.serving_stack import ServingStack
 
 STACK_PREFIX = "DecisionEndpoints"
@@ -31,6 +32,7 @@ def build_app(
     app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
     name = env_name or app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
     config = load_environment(app.node.try_get_context("environments"), str(name))
+    refuse_placeholders(config, allow=allowed(app.node.try_get_context(ALLOW_PLACEHOLDERS)))
     # Account-agnostic unless pinned: synth needs no credentials, deploy uses the caller's account.
     env = cdk.Environment(account=config.account, region=config.region)
 
@@ -54,7 +56,8 @@ def _warn_placeholders(config: EnvironmentConfig, serving: cdk.Stack) -> None:
     for key in config.placeholders():
         cdk.Annotations.of(serving).add_warning_v2(
             "decision-endpoints:placeholder",
-            f"{key} is still the all-zero placeholder: synth works, a deployment would fail. See docs/deploy.md.",
+            f"{key} is still the all-zero placeholder (synthesized with -c {ALLOW_PLACEHOLDERS}=true): a deployment "
+            "stops at the model preflight. See docs/deploy.md.",
         )
 
 

@@ -18,6 +18,8 @@ from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from stacks.bulk_config import BULK_SECTIONS, AsyncEndpoint, BatchTransform, check_runs_on
+from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
+from stacks.guardrails import Deployment
 
 DEFAULT_ENVIRONMENT = "dev"
 PLACEHOLDER_SHA256 = "0" * 64
@@ -96,7 +98,9 @@ class _Frozen(BaseModel):
 class DlcImages(_Frozen):
     """The AWS llama.cpp Deep Learning Containers the images derive from, pinned by digest (never a tag)."""
 
-    registry_account: str = Field(pattern=r"^\d{12}$", description="Account of the DLC registry (763104351884).")
+    registry_account: str = Field(
+        pattern=r"^\d{12}$", description="Account of the region's DLC registry (stacks/dlc_registry.py)."
+    )
     repository: str = Field(pattern=r"^[a-z0-9][a-z0-9._/-]*$", description="DLC repository, `llama-cpp` on x86.")
     cpu_digest: ImageDigest = Field(description="Digest of llama-cpp:server-sagemaker-cpu-v1.")
     cuda_digest: ImageDigest = Field(description="Digest of llama-cpp:server-sagemaker-cuda-v1.")
@@ -106,8 +110,9 @@ class DlcImages(_Frozen):
 
 
 class ImageRepository(_Frozen):
-    keep_images: int = Field(
-        ge=2, le=1000, description="Newest images kept; older ones expire (endpoints pull by digest)."
+    # null (or absent: CDK's context drops nulls) keeps every image
+    keep_images: int | None = Field(
+        default=None, ge=2, le=1000, description="Newest images kept, older ones expire; null keeps every image."
     )
     untagged_expiry_days: int = Field(ge=1, le=3650, description="Days before an untagged image expires.")
 
@@ -120,6 +125,12 @@ class ModelArtifact(_Frozen):
         description="Expected sha256 of the GGUF inside; the adapter refuses to start on mismatch."
     )
     download_timeout_seconds: int = Field(ge=60, le=3600, description="ModelDataDownloadTimeoutInSeconds.")
+    noncurrent_version_expiry_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=3650,
+        description="Days a replaced or deleted artifact version is kept; null keeps every version.",
+    )
 
     @field_validator("s3_key")
     @classmethod
@@ -168,6 +179,20 @@ class _Endpoint(_Frozen):
     )
     model_latency_p95_ms: int = Field(ge=1, le=600_000, description="Alarm threshold on ModelLatency p95.")
     autoscaling: Autoscaling
+    instance_provision_timeout_seconds: int = Field(
+        ge=300, le=3600, description="VariantInstanceProvisionTimeoutInSeconds: capacity search, pool types included."
+    )
+    deployment: Deployment = Field(description="How updates reach traffic (stacks/guardrails.py).")
+
+    @field_validator("deployment")
+    @classmethod
+    def _fleet_allows_steps(cls, value: Deployment, info: ValidationInfo) -> Deployment:
+        scaling = info.data.get("autoscaling")
+        if isinstance(scaling, Autoscaling):
+            value.check_fleet(
+                scaling.min_instances, scaling.max_instances if scaling.enabled else scaling.min_instances
+            )
+        return value
 
     @field_validator("fallback_instance_types")
     @classmethod
@@ -284,6 +309,9 @@ class Alarms(_Frozen):
     http_4xx_rate_percent: float = Field(gt=0, le=100)
     invocation_errors: int = Field(ge=1, description="InvocationModelErrors per period.")
     overload_rejections: int = Field(ge=1, description="Adapter 429s (overload_rejected log lines) per period.")
+    runtime_failures: int = Field(
+        ge=0, description="Adapter runtime_failure log lines (500s from llama.cpp) per period; 0: alarm on any."
+    )
     automation_rate_band: tuple[float, float] | None = Field(
         default=None,
         description="[min, max] percent of answers a served policy automates; outside it over a period alarms "
@@ -325,6 +353,41 @@ class EnvironmentConfig(_Frozen):
     def _known_retention(cls, value: int) -> int:
         if value not in LOG_RETENTION_DAYS:
             raise ValueError(f"must be one of CloudWatch's periods: {sorted(LOG_RETENTION_DAYS)}")
+        return value
+
+    @field_validator("dlc")
+    @classmethod
+    def _registry_of_the_region(cls, value: DlcImages, info: ValidationInfo) -> DlcImages:
+        # CodeBuild and SageMaker pull the DLC from the regional registry; another account's fails minutes in.
+        region = info.data.get("region")
+        expected = registry_account(region) if isinstance(region, str) else value.registry_account
+        if expected is None:
+            raise ValueError(
+                f"no DLC registry is published in {region}; regions with one: {', '.join(DLC_REGISTRY_ACCOUNTS)}"
+            )
+        if value.registry_account != expected:
+            raise ValueError(
+                f"registry_account {value.registry_account} is not the DLC registry of {region}: use {expected}"
+            )
+        return value
+
+    @field_validator("alarms")
+    @classmethod
+    def _bakes_outlast_the_alarms(cls, value: Alarms, info: ValidationInfo) -> Alarms:
+        # An alarm needs evaluation_periods full periods to fire; a shorter bake rolls nothing back.
+        window = value.period_seconds * value.evaluation_periods
+        for section in ("cpu", "gpu", "chat"):
+            settings = info.data.get(section)
+            deployment = getattr(settings, "deployment", None)
+            if (
+                isinstance(deployment, Deployment)
+                and deployment.rollback_on_alarms
+                and deployment.bake_seconds < window
+            ):
+                raise ValueError(
+                    f"{section}.deployment bakes {deployment.bake_seconds} s, less than the {window} s "
+                    "(period_seconds x evaluation_periods) an alarm needs to fire: nothing would roll back"
+                )
         return value
 
     @field_validator("batch", "async_inference")

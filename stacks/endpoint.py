@@ -4,13 +4,19 @@ Models and endpoint configs get CloudFormation-generated names: every change to 
 environment or instance settings creates a new model and config beside the old ones and then
 updates the endpoint, so replacements never collide. The endpoint keeps a stable name that callers
 and the log group (`/aws/sagemaker/Endpoints/<name>`) use.
+
+Updates roll out as `settings.deployment` says (stacks/guardrails.py), watched by the endpoint's own
+rollback alarms. A retained log group is kept on update and delete but not on a failed first create
+(RETAIN_ON_UPDATE_OR_DELETE): a rolled-back create must not leave `/aws/sagemaker/Endpoints/<name>` behind,
+or the retry fails with "already exists".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -18,10 +24,18 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from stacks.config import ChatEndpoint, CpuEndpoint, GpuEndpoint
+from stacks.guardrails import deployment_config
 from stacks.nag import acknowledge
 
 VARIANT_NAME = "AllTraffic"
 EndpointSettings = CpuEndpoint | GpuEndpoint | ChatEndpoint
+
+
+def log_group_removal_policy(removal_policy: cdk.RemovalPolicy) -> cdk.RemovalPolicy:
+    """Retained log groups are retained on update and delete, not when their first create rolls back."""
+    if removal_policy == cdk.RemovalPolicy.RETAIN:
+        return cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
+    return removal_policy
 
 
 class ServingEndpoint(Construct):
@@ -51,7 +65,7 @@ class ServingEndpoint(Construct):
             "Logs",
             log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
             retention=log_retention,
-            removal_policy=removal_policy,
+            removal_policy=log_group_removal_policy(removal_policy),
         )
         self.role = iam.Role(
             self,
@@ -95,6 +109,15 @@ class ServingEndpoint(Construct):
         )
         self.endpoint.node.add_dependency(self.log_group)
 
+    def guard_updates(self, rollback_alarms: Sequence[cloudwatch.Alarm]) -> None:
+        """Deployment guardrails from the settings; the alarms exist before SageMaker is told to watch them."""
+        self.endpoint.deployment_config = deployment_config(
+            self.settings.deployment, [alarm.alarm_name for alarm in rollback_alarms]
+        )
+        self.endpoint.retain_deployment_config = False  # every update uses the configuration in cdk.json
+        for alarm in rollback_alarms:
+            self.endpoint.node.add_dependency(alarm)
+
     def _variant(self, download_timeout: int) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
         s = self.settings
         pooled = len(s.instance_types) > 1
@@ -113,6 +136,7 @@ class ServingEndpoint(Construct):
             inference_ami_version=getattr(s, "inference_ami_version", None),
             container_startup_health_check_timeout_in_seconds=s.startup_health_check_timeout_seconds,
             model_data_download_timeout_in_seconds=download_timeout,
+            variant_instance_provision_timeout_in_seconds=s.instance_provision_timeout_seconds,
         )
 
     def _grant_logs_and_metrics(self) -> None:

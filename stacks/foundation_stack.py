@@ -2,6 +2,14 @@
 
 Deployed first: the model bucket must exist, and hold model.tar.gz, before an endpoint can start.
 In `prod` everything here is retained on `cdk destroy`; in `dev` it is emptied and deleted.
+
+The alarm topic is not passed to Serving as an export: CloudFormation refuses to delete or change an export
+that another stack imports, so switching `alarms.topic_arn` between null and an ARN would fail the
+Foundation update. Serving derives the ARN instead: the configured one, or this stack's topic, which has a
+fixed name (`alarm_topic_name`). Both switches then deploy in one `cdk deploy --all`: Foundation creates
+or deletes its topic, Serving points its alarms at the other topic (between the two updates the alarms
+notify the old topic). Environments deployed before the topic had a fixed name take a one-time two-step:
+`cdk deploy -e <Serving>` first (it stops importing the old topic's export), then `cdk deploy --all`.
 """
 
 from __future__ import annotations
@@ -18,6 +26,21 @@ from stacks.model_artifacts import ModelArtifacts
 from stacks.repository import ImageRepository
 
 
+def alarm_topic_name(environment: str) -> str:
+    return f"DecisionEndpoints-{environment}-alarms"
+
+
+def key_description(config: EnvironmentConfig) -> str:
+    """What the key encrypts in this configuration, and nothing else."""
+    uses = ["decision images (ECR)", "model artifacts (S3)"]
+    endpoints = [*config.decision_endpoints.values(), *([config.chat] if config.chat is not None else [])]
+    if any(e.encrypt_volume for e in endpoints):
+        uses.append("endpoint storage volumes (SageMaker)")
+    if config.alarms.topic_arn is None:
+        uses.append("alarm notifications (SNS)")
+    return f"Decision endpoints ({config.name}): " + ", ".join(uses)
+
+
 class FoundationStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, env: cdk.Environment) -> None:
         super().__init__(
@@ -32,7 +55,7 @@ class FoundationStack(cdk.Stack):
         self.key = kms.Key(
             self,
             "Key",
-            description=f"Decision endpoints ({config.name}): images, model artifacts, build logs, alarms",
+            description=key_description(config),
             enable_key_rotation=True,
             removal_policy=removal,
             pending_window=cdk.Duration.days(7) if config.destroy_on_delete else cdk.Duration.days(30),
@@ -62,11 +85,13 @@ class FoundationStack(cdk.Stack):
             model_key=config.model.s3_key,
             destroy_on_delete=config.destroy_on_delete,
             access_log_retention_days=config.log_retention_days,
+            noncurrent_version_expiry_days=config.model.noncurrent_version_expiry_days,
         )
         self.alarm_topic = self._alarm_topic(config)
 
         # Export what Serving may import under any configuration, so that switching endpoints off never
         # removes an export that the deployed Serving stack still imports (CloudFormation refuses that).
+        # The same set under every allowed configuration; the alarm topic is not among them (see above).
         shared = [
             self.key.key_arn,
             self.images.repository.repository_arn,
@@ -74,8 +99,6 @@ class FoundationStack(cdk.Stack):
             self.artifacts.bucket.bucket_arn,
             self.artifacts.bucket.bucket_name,
         ]
-        if config.alarms.topic_arn is None:
-            shared.append(self.alarm_topic.topic_arn)
         for value in shared:
             self.export_value(value)
 
@@ -95,9 +118,24 @@ class FoundationStack(cdk.Stack):
         topic = sns.Topic(
             self,
             "AlarmTopic",
+            topic_name=alarm_topic_name(config.name),
             display_name=f"Decision endpoints {config.name} alarms",
             master_key=self.key,
             enforce_ssl=True,
+        )
+        # A topic policy replaces SNS's default one, and enforce_ssl writes one holding only a Deny: without
+        # this Allow, CloudWatch is "not authorized to perform: SNS:Publish" and no alarm ever notifies.
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                actions=["sns:Publish"],
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                resources=[topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": self.account},
+                    "ArnLike": {"aws:SourceArn": alarm_arn_patterns(self, config.name)},
+                },
+            )
         )
         for address in config.alarms.emails:
             topic.add_subscription(subscriptions.EmailSubscription(address))

@@ -1,4 +1,10 @@
-"""The model bucket: `model.tar.gz` (GGUF + manifest.json) uploaded by `decisionctl package-model --upload`."""
+"""The model bucket: `model.tar.gz` (GGUF + manifest.json) uploaded by `decisionctl package-model --upload`.
+
+Server access logs go to a bucket of their own only where buckets are retained. S3 delivers access logs
+best-effort, often hours late, so a log bucket that `cdk destroy` empties receives the logs of that very
+destroy afterwards and its deletion fails with BucketNotEmpty; stopping the logging first does not help
+with records already on their way. Environments that are destroyed have no access-log bucket.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from stacks.nag import acknowledge
 
 
 class ModelArtifacts(Construct):
-    """SSL only, no public access, versioned, KMS-encrypted, server access logs to a separate log bucket."""
+    """SSL only, no public access, versioned, KMS-encrypted; server access logs to a separate bucket if retained."""
 
     def __init__(
         self,
@@ -23,34 +29,12 @@ class ModelArtifacts(Construct):
         model_key: str,
         destroy_on_delete: bool,
         access_log_retention_days: int,
+        noncurrent_version_expiry_days: int | None,
     ) -> None:
         super().__init__(scope, construct_id)
         removal = removal_policy_of(destroy_on_delete)
         self.model_key = model_key
-        self.access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            # Server access logging can only deliver to SSE-S3 buckets.
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    expiration=cdk.Duration.days(access_log_retention_days),
-                    noncurrent_version_expiration=cdk.Duration.days(1),
-                )
-            ],
-            removal_policy=removal,
-            auto_delete_objects=destroy_on_delete,
-        )
-        acknowledge(
-            self.access_logs,
-            "AwsSolutions-S1",
-            "This is the access-log destination of the model bucket; logging it into itself would loop",
-        )
+        self.access_logs = None if destroy_on_delete else self._access_log_bucket(access_log_retention_days)
         self.bucket = s3.Bucket(
             self,
             "Bucket",
@@ -63,11 +47,49 @@ class ModelArtifacts(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             versioned=True,
             server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="model-bucket/",
-            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=cdk.Duration.days(90))],
+            server_access_logs_prefix="model-bucket/" if self.access_logs is not None else None,
+            # Every version is kept unless an expiry is configured: decisions name the model they ran on.
+            lifecycle_rules=[
+                s3.LifecycleRule(noncurrent_version_expiration=cdk.Duration.days(noncurrent_version_expiry_days))
+            ]
+            if noncurrent_version_expiry_days is not None
+            else None,
             removal_policy=removal,
             auto_delete_objects=destroy_on_delete,
         )
+        if self.access_logs is None:
+            acknowledge(
+                self.bucket,
+                "AwsSolutions-S1",
+                "This environment is destroyed with its buckets: S3 delivers access logs hours late, into a log "
+                "bucket destroy has already emptied, and its deletion then fails (BucketNotEmpty)",
+            )
+
+    def _access_log_bucket(self, retention_days: int) -> s3.Bucket:
+        bucket = s3.Bucket(
+            self,
+            "AccessLogs",
+            # Server access logging can only deliver to SSE-S3 buckets.
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    expiration=cdk.Duration.days(retention_days),
+                    noncurrent_version_expiration=cdk.Duration.days(1),
+                )
+            ],
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            bucket,
+            "AwsSolutions-S1",
+            "This is the access-log destination of the model bucket; logging it into itself would loop",
+        )
+        return bucket
 
     @property
     def model_object_arn(self) -> str:

@@ -5,6 +5,12 @@ JSON log lines (`{"event": "overload_rejected", ...}`, its 429s), counted by a m
 endpoint's log group, because SageMaker folds container 429s into its generic 4xx count. Under a served
 threshold policy each `decision` line also counts its answers per action (`automated`, `reviewed`,
 `abstained`); metric filters sum them, and the automation rate alarms when it leaves a configured band.
+
+Alarms watch the variant (EndpointName, VariantName). SageMaker keeps publishing those aggregates when the
+variant runs an instance pool, and adds the same metrics with an InstanceType dimension (SageMaker guide,
+"Monitor instance pools"); the dashboard shows latency per pool type from those. The rollback alarms of
+an update (stacks/guardrails.py) are the 5xx rate, ModelLatency p95 and runtime failures: the adapter's
+`runtime_failure` lines on a decision endpoint, InvocationModelErrors on the stock chat endpoint.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from stacks.endpoint import ServingEndpoint
 SAGEMAKER = "AWS/SageMaker"
 SAGEMAKER_INSTANCES = "/aws/sagemaker/Endpoints"
 OVERLOAD_PATTERN = '{ $.event = "overload_rejected" }'
+RUNTIME_FAILURE_PATTERN = '{ $.event = "runtime_failure" }'
 # action -> (the adapter's per-request count field in its `decision` line, the metric that sums it)
 ACTION_COUNTS = {
     "automate": ("automated", "AutomatedAnswers"),
@@ -116,12 +123,35 @@ class EndpointAlarms(Construct):
                 description=f"{name} rejected more than {t.overload_rejections} requests as overloaded (429): "
                 "scale out or raise DECISION_MAX_QUEUE",
             )
+            failures = logs.MetricFilter(
+                self,
+                "RuntimeFailureLines",
+                log_group=endpoint.log_group,
+                filter_pattern=logs.FilterPattern.literal(RUNTIME_FAILURE_PATTERN),
+                metric_namespace=overload_namespace(name),
+                metric_name="RuntimeFailures",
+                metric_value="1",
+                default_value=0,
+            )
+            self.alarms["runtime"] = self._alarm(
+                "RuntimeFailures",
+                name=f"{name}-runtime-failures",
+                metric=failures.metric(statistic="Sum", period=self.period, label="Runtime failures"),
+                threshold=t.runtime_failures,
+                description=f"{name}'s model runtime failed more than {t.runtime_failures} requests (500, "
+                "runtime_failure log lines)",
+            )
         self.action_counts: dict[str, cloudwatch.Metric] = {}
         if counts_actions:
             self._count_actions(t)
         for alarm in self.alarms.values():
             alarm.add_alarm_action(actions.SnsAction(topic))
             alarm.add_ok_action(actions.SnsAction(topic))
+
+    @property
+    def rollback_alarms(self) -> list[cloudwatch.Alarm]:
+        """What rolls an update back: errors, slowness, and the runtime failing (the adapter's or SageMaker's count)."""
+        return [self.alarms["5xx"], self.alarms["latency"], self.alarms.get("runtime", self.alarms["errors"])]
 
     def _count_actions(self, t: Alarms) -> None:
         name = self.endpoint.endpoint_name
@@ -169,12 +199,21 @@ class EndpointAlarms(Construct):
         )
 
     def metric(
-        self, name: str, statistic: str, *, namespace: str = SAGEMAKER, label: str | None = None
+        self,
+        name: str,
+        statistic: str,
+        *,
+        namespace: str = SAGEMAKER,
+        label: str | None = None,
+        instance_type: str | None = None,
     ) -> cloudwatch.Metric:
+        dimensions = {"EndpointName": self.endpoint.endpoint_name, "VariantName": self.endpoint.variant_name}
+        if instance_type is not None:  # one type of a pooled variant
+            dimensions["InstanceType"] = instance_type
         return cloudwatch.Metric(
             namespace=namespace,
             metric_name=name,
-            dimensions_map={"EndpointName": self.endpoint.endpoint_name, "VariantName": self.endpoint.variant_name},
+            dimensions_map=dimensions,
             statistic=statistic,
             period=self.period,
             label=label,
@@ -224,10 +263,14 @@ def build_dashboard(scope: Construct, *, environment: str, endpoints: Sequence[E
         if alarms.overload_rejections is not None:
             errors.append(alarms.overload_rejections)
         dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"### {name}", width=24, height=1))
+        pool = alarms.endpoint.settings.instance_types
+        latency: list[cloudwatch.IMetric] = [alarms.metric("ModelLatency", p, label=p) for p in ("p50", "p95", "p99")]
+        if len(pool) > 1:
+            latency += [alarms.metric("ModelLatency", "p95", label=f"p95 {t}", instance_type=t) for t in pool]
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title=f"{name}: model latency (µs)",
-                left=[alarms.metric("ModelLatency", p, label=p) for p in ("p50", "p95", "p99")],
+                left=latency,
                 right=[alarms.metric("OverheadLatency", "p95", label="overhead p95")],
                 width=6,
             ),

@@ -11,14 +11,16 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from stacks.async_inference import AsyncDecisionEndpoint
 from stacks.autoscaling import EndpointAutoscaling
 from stacks.batch_transform import BatchTransformJobs
 from stacks.config import IMAGE_FLAVOURS, ChatEndpoint, CpuEndpoint, EnvironmentConfig, GpuEndpoint
+from stacks.dlc_registry import console_domain
 from stacks.endpoint import ServingEndpoint
-from stacks.foundation_stack import FoundationStack
+from stacks.foundation_stack import FoundationStack, alarm_topic_name
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.observability import EndpointAlarms, build_dashboard, log_retention
 from stacks.preflight import ModelPreflight
@@ -83,6 +85,12 @@ class ServingStack(cdk.Stack):
         self.foundation = foundation
         self.retention = log_retention(config.log_retention_days)
         self.endpoints: dict[str, DeployedEndpoint] = {}
+        # Derived, not imported from Foundation: see foundation_stack's docstring (alarms.topic_arn switches).
+        self.alarm_topic = sns.Topic.from_topic_arn(
+            self,
+            "AlarmTopic",
+            config.alarms.topic_arn or self.format_arn(service="sns", resource=alarm_topic_name(config.name)),
+        )
 
         decision = config.decision_endpoints
         # First of all, in seconds: is the model artifact there and the one configured? Builds and models wait for it.
@@ -144,7 +152,8 @@ class ServingStack(cdk.Stack):
         cdk.CfnOutput(
             self,
             "DashboardUrl",
-            value=f"https://console.aws.amazon.com/cloudwatch/home?region={self.region}#dashboards:name={dashboard.dashboard_name}",
+            value=f"https://{console_domain(config.region)}/cloudwatch/home?region={config.region}"
+            f"#dashboards:name={dashboard.dashboard_name}",
         )
 
     def _endpoint(
@@ -196,10 +205,11 @@ class ServingStack(cdk.Stack):
             endpoint=endpoint,
             thresholds=config.alarms,
             latency_p95_ms=settings.model_latency_p95_ms,
-            topic=foundation.alarm_topic,
+            topic=self.alarm_topic,
             counts_overload=section != "chat",
             counts_actions=section != "chat",  # only the adapter writes decision lines
         )
+        endpoint.guard_updates(alarms.rollback_alarms)
         self.endpoints[section] = DeployedEndpoint(endpoint, scaling, alarms)
         cdk.CfnOutput(self, f"{label}EndpointName", value=name)
         return endpoint

@@ -9,6 +9,7 @@ import pytest
 
 from app import build_app
 from stacks.config import ConfigError, EnvironmentConfig, has_local_nvme, load_environment
+from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS
 from tests.cdk_support import cdk_context
 
 
@@ -189,3 +190,110 @@ def test_env_context_selects_the_environment() -> None:
     context["env"] = "nope"
     with pytest.raises(ConfigError, match=r"environments\.nope: no such environment"):
         build_app(context=context)
+
+
+# --- issue 12: registry per region, guardrails that fit the fleet ---------------------------------
+
+
+@pytest.mark.parametrize(("region", "account"), sorted(DLC_REGISTRY_ACCOUNTS.items()))
+def test_each_listed_region_takes_its_own_registry(environments: dict[str, Any], region: str, account: str) -> None:
+    environments["dev"]["region"] = region
+    environments["dev"]["dlc"]["registry_account"] = account
+    assert load(environments).dlc.registry_account == account
+
+
+def test_the_default_registry_in_a_region_with_its_own_is_refused(environments: dict[str, Any]) -> None:
+    environments["dev"]["region"] = "ap-east-1"
+    line = next(line for line in refused(environments).splitlines() if "environments.dev.dlc" in line)
+    assert "registry_account 763104351884 is not the DLC registry of ap-east-1: use 871362719292" in line
+
+
+def test_a_region_without_a_dlc_registry_is_refused(environments: dict[str, Any]) -> None:
+    environments["dev"]["region"] = "us-gov-west-1"
+    assert "environments.dev.dlc: no DLC registry is published in us-gov-west-1" in refused(environments)
+
+
+def test_the_exceptions_named_in_the_issue_are_in_the_table() -> None:
+    assert DLC_REGISTRY_ACCOUNTS["us-west-2"] == "763104351884"
+    assert {r: DLC_REGISTRY_ACCOUNTS[r] for r in ("ap-east-1", "me-south-1", "af-south-1", "eu-south-1")} == {
+        "ap-east-1": "871362719292",
+        "me-south-1": "217643126080",
+        "af-south-1": "626614931356",
+        "eu-south-1": "692866216735",
+    }
+    assert DLC_REGISTRY_ACCOUNTS["cn-north-1"] == DLC_REGISTRY_ACCOUNTS["cn-northwest-1"] == "727897471807"
+
+
+def test_prod_ships_guarded_and_dev_all_at_once(environments: dict[str, Any]) -> None:
+    prod, dev = load(environments, "prod"), load(environments, "dev")
+    assert prod.cpu is not None and prod.gpu is not None and dev.cpu is not None
+    assert (prod.cpu.deployment.strategy, prod.gpu.deployment.strategy) == ("canary", "rolling")
+    assert prod.cpu.deployment.rollback_on_alarms and prod.gpu.deployment.rollback_on_alarms
+    assert dev.cpu.deployment.strategy == "all_at_once" and not dev.cpu.deployment.rollback_on_alarms
+
+
+@pytest.mark.parametrize(
+    ("deployment", "message"),
+    [
+        ({"strategy": "canary", "wait_seconds": 600, "rollback_on_alarms": True}, "canary needs batch_instances"),
+        (
+            {"strategy": "all_at_once", "batch_instances": 1, "wait_seconds": 0, "rollback_on_alarms": False},
+            "batch_instances is for canary, linear and rolling",
+        ),
+        (
+            {
+                "strategy": "rolling",
+                "batch_instances": 1,
+                "wait_seconds": 600,
+                "termination_wait_seconds": 60,
+                "rollback_on_alarms": True,
+            },
+            "a rolling update has no old fleet",
+        ),
+        (
+            {"strategy": "canary", "batch_instances": 2, "wait_seconds": 600, "rollback_on_alarms": True},
+            "needs at least 4 instances (a step may be at most half the fleet), but the variant may run 2",
+        ),
+        (
+            {
+                "strategy": "canary",
+                "batch_instances": 1,
+                "wait_seconds": 600,
+                "max_execution_seconds": 600,
+                "rollback_on_alarms": True,
+            },
+            "max_execution_seconds must exceed",
+        ),
+    ],
+)
+def test_a_deployment_that_cannot_run_is_refused(
+    environments: dict[str, Any], deployment: dict[str, Any], message: str
+) -> None:
+    environments["prod"]["cpu"]["deployment"] = deployment
+    line = next(
+        line for line in refused(environments, "prod").splitlines() if "environments.prod.cpu.deployment" in line
+    )
+    assert message in line
+
+
+def test_a_rolling_batch_too_small_for_the_largest_fleet_is_refused(environments: dict[str, Any]) -> None:
+    environments["prod"]["gpu"]["autoscaling"]["max_instances"] = 40
+    assert "rolling steps must be at least 5% of the fleet: batch_instances 1 is less at 40" in refused(
+        environments, "prod"
+    )
+
+
+def test_canary_on_a_single_instance_is_refused(environments: dict[str, Any]) -> None:
+    environments["prod"]["cpu"]["autoscaling"]["min_instances"] = 1
+    assert "raise autoscaling.min_instances" in refused(environments, "prod")
+
+
+def test_a_bake_shorter_than_the_alarm_window_is_refused(environments: dict[str, Any]) -> None:
+    environments["prod"]["alarms"]["period_seconds"] = 300  # 5 periods of 300 s: 1500 s to fire, bakes are 600 s
+    error = refused(environments, "prod")
+    assert "environments.prod.alarms: cpu.deployment bakes 600 s, less than the 1500 s" in error
+
+
+def test_the_provisioning_timeout_is_within_sagemakers_range(environments: dict[str, Any]) -> None:
+    environments["dev"]["cpu"]["instance_provision_timeout_seconds"] = 120
+    assert "environments.dev.cpu.instance_provision_timeout_seconds" in refused(environments)
