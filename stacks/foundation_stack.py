@@ -140,3 +140,16 @@ class FoundationStack(cdk.Stack):
         for address in config.alarms.emails:
             topic.add_subscription(subscriptions.EmailSubscription(address))
         return topic
+
+
+def alarm_arn_patterns(stack: cdk.Stack, environment: str) -> list[str]:
+    """The ARNs of this environment's alarms: every alarm name starts with its endpoint's name."""
+    return [
+        stack.format_arn(
+            service="cloudwatch",
+            resource="alarm",
+            resource_name=f"{prefix}-{environment}-*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        for prefix in ("decision", "chat")
+    ]
