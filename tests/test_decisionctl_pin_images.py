@@ -6,7 +6,6 @@ field for field and answers as ECR does, including its per-tag failures and Acce
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -15,8 +14,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from decisionctl import images
-from decisionctl.commands import pin_images as command
+from decisionctl import cli, images
+from decisionctl.commands import ALL, pin_images
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = "sha256:" + "1" * 64
@@ -80,9 +79,8 @@ def ecr(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def _run(cdk_json: Path, *argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
-    return command.run(parser.parse_args([*argv, "--cdk-json", str(cdk_json)]))
+    """Through decisionctl's own parser, as `decisionctl pin-images ...` runs."""
+    return cli.main(["pin-images", *argv, "--cdk-json", str(cdk_json)])
 
 
 def test_only_the_environments_digest_strings_change(cdk_json: Path, ecr: dict[str, Any], capsys) -> None:
@@ -196,3 +194,8 @@ def test_the_lookup_needs_no_docker_only_batch_get_image() -> None:
     with Stubber(client) as stub:
         stub.add_response("batch_get_image", FOUND, _request())
         assert images.look_up(source, client) == {"cpu_digest": CPU, "cuda_digest": CUDA}
+
+
+def test_registered_as_a_decisionctl_command() -> None:
+    assert pin_images in ALL
+    assert pin_images.NAME == "pin-images"
