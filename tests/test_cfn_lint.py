@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
 
-from tests.cdk_support import VARIANTS, synthesize
+from tests.cdk_support import VARIANTS, cdk_context, synthesize
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -17,3 +17,8 @@ def test_templates_have_no_cfn_lint_errors(variant: str) -> None:
         matches = lint_file(path, ManualArgs(regions=[synth.config.region]))
         errors = [f"{m.rule.id} {m.path_string}: {m.message}" for m in matches if m.rule.id.startswith("E")]
         assert errors == [], f"{path.name}:\n" + "\n".join(errors)
+
+
+def test_every_environment_of_cdk_json_is_linted() -> None:
+    """A new environment in cdk.json must be added to VARIANTS, or neither cfn-lint nor cdk-nag would see it."""
+    assert set(cdk_context()["environments"]) <= set(VARIANTS)

@@ -7,10 +7,14 @@ references instead of relying on generated logical ids.
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from decision_adapter import events
+from decision_adapter.serve import JsonFormatter
 
 from app import build_app
 from stacks import image_build
@@ -464,6 +468,18 @@ def test_runtime_failures_are_counted_from_the_adapters_log_lines(prod: Synthesi
     runtime = [f for f in filters if f["FilterPattern"] == RUNTIME_FAILURE_PATTERN]
     assert len(runtime) == 2
     assert {f["MetricTransformations"][0]["MetricName"] for f in runtime} == {"RuntimeFailures"}
+
+
+def test_the_runtime_failure_filter_selects_the_adapters_line(caplog: pytest.LogCaptureFixture) -> None:
+    """The line the adapter writes for a 500 from llama.cpp, as `serve` formats it, is what the filter selects."""
+    with caplog.at_level(logging.WARNING, logger="decision_adapter.requests"):
+        events.log_rejection("r1", "/invocations", 500, events.RUNTIME_FAILURE)
+    (record,) = caplog.records
+    line = json.loads(JsonFormatter().format(record))
+    selects = re.fullmatch(r'\{ \$\.(\w+) = "(\w+)" \}', RUNTIME_FAILURE_PATTERN)
+    assert selects is not None
+    field, value = selects.groups()
+    assert line[field] == value and line["status"] == 500
 
 
 def test_alarms_on_a_pool_watch_the_variant_aggregate_and_the_dashboard_each_type(prod: Synthesized) -> None:
