@@ -5,17 +5,22 @@ is in test_adapter_policy.py)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.manifest import Calibration, Manifest, write_manifest
-from decisionctl import metrics
-from decisionctl.cases import Prediction
+from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
+from decisionctl import cli, metrics
+from decisionctl.cases import Prediction, load_cases
+from decisionctl.commands.options import shipped
+from decisionctl.evaluate import IDENTITY, PREDICTIONS, PredictionLog, case_digest
 from decisionctl.packaging import package_model
 from decisionctl.policies import PolicyRefused, action_table, check_run_served, from_results
+
+from tests.decisionctl_support import x_run
 
 MODEL = "b" * 64
 
@@ -125,3 +130,72 @@ def test_repackaging_the_same_model_keeps_its_policy(tmp_path: Path) -> None:
     again = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out)
     assert again.manifest.policy == policy
     assert "manifest.json unchanged" in again.actions
+
+
+def prescored(out: Path, cases_path: Path, model_sha256: str, seed: int = 5) -> None:
+    """An --out directory whose every case is already scored, so evaluate sends nothing (no endpoint runs)."""
+    rng = random.Random(seed)
+    out.mkdir(parents=True)
+    log = PredictionLog(out / PREDICTIONS)
+    for case in load_cases(cases_path):
+        n = len(case.options)
+        sure = rng.random() < 0.6
+        probs = [0.02 / (n - 1)] * n if sure else [1 / n] * n
+        right = case.expected_index if rng.random() < (0.97 if sure else 0.4) else (case.expected_index + 1) % n
+        if sure:
+            probs[right] = 0.98
+        p = Prediction(
+            case.id,
+            case.type,
+            list(case.options),
+            probs,
+            case.expected_index,
+            right,
+            probs[right],
+            None,
+            1.0,
+            model_sha256,
+            0.1,
+        )
+        log.append({**p.to_json(), "case_sha256": case_digest(case)})
+    (out / IDENTITY).write_text(json.dumps(x_run(model_sha256=model_sha256)), encoding="utf-8")
+
+
+def test_evaluate_writes_the_policy_into_the_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases_path = Path(shipped("examples.jsonl"))
+    manifest_path = tmp_path / "manifest.json"
+    write_manifest(Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1), manifest_path)
+    out = tmp_path / "run"
+    prescored(out, cases_path, MODEL)
+    argv = ["evaluate", str(cases_path), "--url", "http://127.0.0.1:9", "--out", str(out)]
+    assert cli.main([*argv, "--write-policy", str(manifest_path)]) == 0
+    printed = capsys.readouterr()
+    policy = read_manifest(manifest_path).policy
+    assert policy is not None and f"wrote policy {policy.version}" in printed.err
+    assert policy.provenance.cases_sha256 == hashlib.sha256(cases_path.read_bytes()).hexdigest()
+    assert set(policy.types) == {"noul", "choice", "score"}
+    assert f"policy {policy.version}: share of cases per action" in printed.out
+    results = json.loads((out / "results.json").read_text())
+    assert results["policy"]["version"] == policy.version
+    assert "What the recommended thresholds do" in printed.out
+    # the same run again: the manifest already holds this version and is left as it is
+    before = manifest_path.read_bytes()
+    assert cli.main([*argv, "--write-policy", str(manifest_path)]) == 0
+    assert manifest_path.read_bytes() == before and "already holds policy" in capsys.readouterr().err
+
+
+def test_evaluate_refuses_a_policy_for_a_manifest_of_another_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases_path = Path(shipped("examples.jsonl"))
+    manifest_path = tmp_path / "manifest.json"
+    write_manifest(Manifest(model_file="m.gguf", sha256="f" * 64, size_bytes=1), manifest_path)
+    before = manifest_path.read_bytes()
+    out = tmp_path / "run"
+    prescored(out, cases_path, MODEL)
+    argv = ["evaluate", str(cases_path), "--url", "http://127.0.0.1:9", "--out", str(out)]
+    assert cli.main([*argv, "--write-policy", str(manifest_path)]) == 1
+    assert "was not changed: the cases were scored on model sha256" in capsys.readouterr().err
+    assert manifest_path.read_bytes() == before
+    assert cli.main([*argv, "--write-policy", str(manifest_path), "--fit-calibration"]) == 1
+    assert "fit first, restart the adapter" in capsys.readouterr().err

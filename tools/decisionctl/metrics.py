@@ -138,7 +138,8 @@ def recommend(
             break
     floor = review_floor if review_floor is not None else math.inf
     in_review = [p for p in preds if floor - 1e-12 <= p.confidence < ceiling - 1e-12]
-    abstain = n - (auto["covered"] if auto else 0) - len(in_review)
+    abstained = [p for p in preds if p.confidence < min(floor, ceiling) - 1e-12]
+    abstain = len(abstained)
     return {
         "target_accuracy": target_accuracy,
         "min_support": min_support,
@@ -159,7 +160,7 @@ def recommend(
             "accuracy": accuracy(in_review),
         },
         "abstain_below": review_floor,
-        "abstain": {"cases": abstain, "coverage": abstain / n if n else 0.0},
+        "abstain": {"cases": abstain, "coverage": abstain / n if n else 0.0, "accuracy": accuracy(abstained)},
     }
 
 

@@ -83,10 +83,35 @@ def evaluation(results: Mapping[str, Any]) -> str:
             ],
         )
     )
+    parts.append("\nWhat the recommended thresholds do: share of cases per action (accuracy within it):")
+    parts.append(actions(results["recommendation"]))
     parts.append("")
     for name, rec in results["recommendation"].items():
         parts.append(recommendation(name, rec))
     return "\n".join(parts)
+
+
+def policy_actions(version: str, table_: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """What a written policy does to the evaluated cases, per type (policies.action_table)."""
+    rows = [
+        [qtype, *(f"{pct(row[a]['share'])} ({pct(row[a]['accuracy'])})" for a in ("automate", "review", "abstain"))]
+        for qtype, row in table_.items()
+    ]
+    return f"policy {version}: share of cases per action (accuracy within it)\n" + table(
+        ["", "automate", "review", "abstain"], rows
+    )
+
+
+def actions(recommendations: Mapping[str, Mapping[str, Any]]) -> str:
+    """Per type: the share of cases automated, reviewed and abstained on, and how often each group was right."""
+    rows = []
+    for name, rec in recommendations.items():
+        cells = []
+        for action in ("automate", "review", "abstain"):
+            group = rec[action] or {"coverage": 0.0, "accuracy": None}
+            cells.append(f"{pct(group['coverage'])} ({pct(group['accuracy'])})")
+        rows.append([name, *cells])
+    return table(["", "automate", "review", "abstain"], rows)
 
 
 def recommendation(name: str, rec: Mapping[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""decisionctl evaluate: measure accuracy and calibration on labeled cases, optionally fit temperatures."""
+"""decisionctl evaluate: measure accuracy and calibration on labeled cases, optionally fit temperatures or
+write the recommended thresholds into a manifest as the policy the adapter serves."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from decision_adapter.manifest import read_manifest, write_manifest
 
 from decisionctl import evaluate as evaluate_mod
-from decisionctl import render
+from decisionctl import policies, render
 from decisionctl.cases import CaseError, load_cases
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, shipped, transport
 
@@ -53,10 +54,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="write the fitted temperatures into this manifest.json "
         "(only if they lower held-out ECE); default: print the calibration JSON",
     )
+    p.add_argument(
+        "--write-policy",
+        metavar="MANIFEST",
+        help="write the recommended thresholds into this manifest.json as its policy block, bound to the model "
+        "and calibration the cases were scored under (refused if the endpoint served others)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     cases_path, out = Path(args.cases), Path(args.out)
+    if args.write_policy and args.fit_calibration:
+        say(
+            "--write-policy and --fit-calibration in one run would bind thresholds measured under the old calibration "
+            "to the new one: fit first, restart the adapter, then evaluate again with --write-policy"
+        )
+        return EXIT_FAILED
     try:
         cases = load_cases(cases_path)
     except CaseError as exc:
@@ -97,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         status = _fit(args, scored, results, cases_path)
         if "calibration_fit" in results:  # the fit ran and drew its figure
             written.append(out / evaluate_mod.HELDOUT_PNG)
+    if args.write_policy:
+        print()
+        status = _write_policy(Path(args.write_policy), scored, results) or status
     written.insert(0, evaluate_mod.write_results(out, results))
     if scored.errors:
         say(
@@ -148,5 +164,28 @@ def _fit(args: argparse.Namespace, scored: evaluate_mod.Run, results: dict[str, 
     say(
         f"wrote the temperatures into {manifest_path}; restart the adapter (or re-run package-model and "
         "redeploy) and run evaluate again into a new --out directory to confirm"
+    )
+    return 0
+
+
+def _write_policy(manifest_path: Path, scored: evaluate_mod.Run, results: dict[str, Any]) -> int:
+    if scored.errors or not results["complete"]:
+        say(f"{manifest_path} was not changed: {len(scored.errors)} cases failed, a policy needs every case scored")
+        return EXIT_FAILED
+    manifest = read_manifest(manifest_path)
+    try:
+        policy = policies.from_results(results, manifest, created=datetime.now(UTC).date())
+    except policies.PolicyRefused as exc:
+        say(f"{manifest_path} was not changed: {exc}")
+        return EXIT_FAILED
+    results["policy"] = policy.model_dump(by_alias=True, mode="json")
+    print(render.policy_actions(policy.version, policies.action_table(scored.predictions, policy)))
+    if manifest.policy == policy:
+        say(f"{manifest_path} already holds policy {policy.version}")
+        return 0
+    write_manifest(manifest.model_copy(update={"policy": policy}), manifest_path)
+    say(
+        f"wrote policy {policy.version} into {manifest_path}; restart the adapter (or re-run package-model and "
+        "redeploy): its answers then carry x_action and x_run.policy names this version"
     )
     return 0
