@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 from decision_adapter.manifest import MANIFEST_NAME, SCHEMA, Manifest
 
 from stacks.preflight import manifest_key
-from stacks.preflight_handler.index import PLACEHOLDER, PreflightFailed, on_event
+from stacks.preflight_handler.index import PLACEHOLDER, PreflightFailed, fingerprint, on_event
 
 BUCKET = "decisionendpoints-dev-model-bucket"
 ARTIFACT = "models/smollm2/model.tar.gz"
@@ -99,7 +99,7 @@ def test_a_packaged_artifact_passes_and_reports_its_checksums(s3: tuple[Any, Stu
     expect_tarball(stub, {"sha256": TAR_SHA, "model-sha256": GGUF_SHA})
     result = on_event(event(), None, client)
     assert result == {
-        "PhysicalResourceId": f"s3://{BUCKET}/{ARTIFACT}",
+        "PhysicalResourceId": f"s3://{BUCKET}/{ARTIFACT}#{fingerprint(props())}",
         "Data": {"ModelFile": "SmolLM2-135M-Instruct.Q4_1.gguf", "ModelSha256": GGUF_SHA, "ArtifactSha256": TAR_SHA},
     }
 
@@ -229,3 +229,20 @@ def test_without_an_expected_checksum_only_presence_is_checked(s3: tuple[Any, St
 def test_delete_touches_nothing(s3: tuple[Any, Stubber]) -> None:
     client, _ = s3
     assert on_event(event("Delete", ExpectedModelSha256=PLACEHOLDER), None, client) == {"PhysicalResourceId": "p"}
+
+
+def test_an_update_to_new_properties_is_checked(s3: tuple[Any, Stubber]) -> None:
+    client, stub = s3
+    stub.add_client_error("get_object", "NoSuchKey", "The specified key does not exist.", 404)
+    previous = f"s3://{BUCKET}/models/old/model.tar.gz#{fingerprint(props(ArtifactKey='models/old/model.tar.gz'))}"
+    ev = {"RequestType": "Update", "ResourceProperties": props(), "PhysicalResourceId": previous}
+    assert failure(client, ev).startswith("missing:")
+
+
+def test_a_rollback_to_properties_that_passed_is_not_checked_again(s3: tuple[Any, Stubber]) -> None:
+    """CloudFormation rolls a failed update back with the old properties and the old physical id; the old
+    artifact may be gone by then, and a failing rollback leaves the stack in UPDATE_ROLLBACK_FAILED."""
+    client, _ = s3  # nothing queued: any S3 call would raise
+    passed = f"s3://{BUCKET}/{ARTIFACT}#{fingerprint(props())}"
+    ev = {"RequestType": "Update", "ResourceProperties": props(), "PhysicalResourceId": passed}
+    assert on_event(ev, None, client) == {"PhysicalResourceId": passed}

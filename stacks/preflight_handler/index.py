@@ -13,10 +13,16 @@ that fixes it:
 
 The tarball is not downloaded: the adapter verifies the GGUF's sha256 when the endpoint starts; S3
 verified the bytes at upload. Delete does nothing.
+
+The physical id names the properties that passed (`#<fingerprint>`). An Update that brings back exactly
+those, as CloudFormation's rollback of a failed update does, is not checked again: the artifact of the
+deployment being restored may be gone by then, and a failing rollback would leave the stack stuck in
+UPDATE_ROLLBACK_FAILED.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -44,9 +50,11 @@ def _s3() -> Any:
 
 def on_event(event: dict[str, Any], _context: object = None, client: Any = None) -> dict[str, Any]:
     props = event["ResourceProperties"]
-    physical_id = f"s3://{props['Bucket']}/{props['ArtifactKey']}"
+    physical_id = f"s3://{props['Bucket']}/{props['ArtifactKey']}#{fingerprint(props)}"
     if event["RequestType"] == "Delete":
         return {"PhysicalResourceId": event.get("PhysicalResourceId", physical_id)}
+    if event["RequestType"] == "Update" and event.get("PhysicalResourceId") == physical_id:
+        return {"PhysicalResourceId": physical_id}  # these properties passed before: a rollback restores them
     check_placeholders(props)
     s3 = client or _s3()
     manifest = read_manifest(s3, props)
@@ -74,6 +82,11 @@ def on_event(event: dict[str, Any], _context: object = None, client: Any = None)
             "ArtifactSha256": tarball.get("Metadata", {}).get("sha256", ""),
         },
     }
+
+
+def fingerprint(props: dict[str, Any]) -> str:
+    checked = {k: v for k, v in props.items() if k != "ServiceToken"}
+    return hashlib.sha256(json.dumps(checked, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def check_placeholders(props: dict[str, Any]) -> None:
