@@ -28,6 +28,7 @@ from constructs import Construct
 from stacks.autoscaling import SERVICE_LINKED_ROLE
 from stacks.bulk_config import AsyncEndpoint
 from stacks.config import CpuEndpoint, GpuEndpoint, has_local_nvme
+from stacks.endpoint import log_group_removal_policy
 from stacks.nag import acknowledge, object_finding
 
 INPUT_PREFIX = "async/input/"
@@ -73,7 +74,8 @@ class AsyncDecisionEndpoint(Construct):
             "Logs",
             log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
             retention=log_retention,
-            removal_policy=removal_policy,
+            # as the real-time endpoints' (stacks/endpoint.py): a failed first create leaves no named group behind
+            removal_policy=log_group_removal_policy(removal_policy),
         )
         self.success_topic = self._topic("SuccessTopic", f"{endpoint_name}: answers written", key)
         self.error_topic = self._topic("ErrorTopic", f"{endpoint_name}: requests failed", key)
