@@ -1,0 +1,225 @@
+"""Bulk decisions on the bundled SmolLM2 model: JSON Lines mini-batches against one request per record, and
+the memory of the adapter and of `decisionctl batch run --url` over a 100,000-record file.
+
+    .venv/bin/python benchmarks/bulk_bench.py [--quick] [--only throughput memory] [--out benchmarks/bulk_results.json]
+
+throughput: the same 200 records with 4 questions each, sent as one request per record (POST /invocations,
+application/json, one keep-alive connection) and as JSON Lines mini-batches of 50 records (decisionctl's
+default for --url), alternating, on one adapter as shipped (state cache on); once with every state distinct
+and once with 50 distinct states. Each repetition salts the states, so no run finds another's states cached.
+Records per second and the ratio batch / single (target >= 1.0 in both).
+
+memory: a 100,000-record file (tiny states, one yes/no question, order-debiasing off so the run takes
+minutes, not hours) through `decisionctl batch run --url` against an adapter process; the peak RSS of both
+processes, sampled every 0.5 s, and their RSS when 10% of the records were answered (bounded: the peak stays
+near the 10% value; the file is never loaded whole).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from decision_adapter.launcher import MODEL_FILE, ROOT, start_adapter
+
+JSON_LINES = "application/jsonlines"
+RECORDS = 200
+MINI_BATCH = 50
+QUESTIONS = {
+    "refund": {"type": "noul", "instructions": "Is the customer asking for money back?"},
+    "team": {
+        "type": "choice",
+        "instructions": "Which team should handle this ticket?",
+        "criteria": {"Billing": "payments, refunds", "Technical": "bugs, log-in", "Sales": None},
+    },
+    "urgent": {"type": "choice", "instructions": "How soon?", "criteria": {"Today": None, "This week": None}},
+    "anger": {"type": "score", "instructions": "How frustrated?", "criteria": ["Calm", "Frustrated", "Very angry"]},
+}
+TOPICS = ["charged twice", "cannot log in", "wants a quote", "the app crashes", "the refund is late"]
+
+
+def records(distinct_states: int, salt: str) -> list[dict[str, Any]]:
+    """RECORDS decision bodies over `distinct_states` short states, shuffled so that repeats are not adjacent."""
+    states = [f"Run {salt}, ticket {i}: the customer says {TOPICS[i % len(TOPICS)]}." for i in range(distinct_states)]
+    bodies = [{"id": i, "state": states[i % distinct_states], "questions": QUESTIONS} for i in range(RECORDS)]
+    random.Random(salt).shuffle(bodies)  # noqa: S311 - a reproducible order, not a secret
+    return bodies
+
+
+def one_request_per_record(http: httpx.Client, url: str, bodies: list[dict[str, Any]]) -> float:
+    t0 = time.perf_counter()
+    for body in bodies:
+        http.post(url + "/invocations", json={k: v for k, v in body.items() if k != "id"}).raise_for_status()
+    return time.perf_counter() - t0
+
+
+def mini_batches(http: httpx.Client, url: str, bodies: list[dict[str, Any]]) -> float:
+    t0 = time.perf_counter()
+    for start in range(0, len(bodies), MINI_BATCH):
+        part = bodies[start : start + MINI_BATCH]
+        payload = "".join(json.dumps(b) + "\n" for b in part).encode()
+        r = http.post(url + "/invocations", content=payload, headers={"Content-Type": JSON_LINES})
+        r.raise_for_status()
+        assert sum("error" not in json.loads(line) for line in r.text.splitlines()) == len(part), r.text[:300]
+    return time.perf_counter() - t0
+
+
+def bench_throughput(tmp: Path, repeat: int) -> dict[str, Any]:
+    adapter = start_adapter(tmp / "throughput")
+    out: dict[str, Any] = {"records": RECORDS, "questions_per_record": len(QUESTIONS), "mini_batch": MINI_BATCH}
+    try:
+        with httpx.Client(timeout=600) as http:
+            mini_batches(http, adapter.url, records(4, "warm-up")[:MINI_BATCH])
+            for name, distinct in (("distinct_states", RECORDS), ("50_states", 50)):
+                single_s, batch_s = [], []
+                for k in range(repeat):
+                    single_s.append(one_request_per_record(http, adapter.url, records(distinct, f"{name}-s{k}")))
+                    batch_s.append(mini_batches(http, adapter.url, records(distinct, f"{name}-b{k}")))
+                single, batch = statistics.median(single_s), statistics.median(batch_s)
+                out[name] = {
+                    "single_records_per_s": round(RECORDS / single, 2),
+                    "batch_records_per_s": round(RECORDS / batch, 2),
+                    "ratio": round(single / batch, 3),
+                    "target": ">= 1.0",
+                }
+                print(f"  {name}: {json.dumps(out[name])}", flush=True)
+    finally:
+        adapter.stop()
+    return out
+
+
+def write_cases(path: Path, count: int) -> None:
+    question = {"refund": {"type": "noul"}}
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(count):
+            f.write(json.dumps({"id": i, "state": f"case {i % 20}", "questions": question}) + "\n")
+
+
+class PeakRss:
+    """The peak RSS of some processes, sampled in a thread; `at(name)` records the current values under a name."""
+
+    def __init__(self, pids: dict[str, int], every_s: float = 0.5) -> None:
+        self.procs = {name: psutil.Process(pid) for name, pid in pids.items()}
+        self.peak = dict.fromkeys(pids, 0.0)
+        self.marks: dict[str, dict[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
+
+    def _sample(self) -> dict[str, float]:
+        now = {}
+        for name, proc in self.procs.items():
+            try:
+                now[name] = proc.memory_info().rss / 2**20
+            except psutil.NoSuchProcess:
+                now[name] = 0.0
+            self.peak[name] = max(self.peak[name], now[name])
+        return now
+
+    def _run(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            self._sample()
+
+    def at(self, name: str) -> None:
+        self.marks[name] = {k: round(v, 1) for k, v in self._sample().items()}
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def progress(out: Path) -> Iterator[int]:
+    """Records answered so far, from the run state the client saves after each mini-batch."""
+    while True:
+        try:
+            yield int(json.loads((out / "run.json").read_text())["records_done"])
+        except (OSError, ValueError, KeyError):
+            yield 0
+
+
+def bench_memory(tmp: Path, count: int) -> dict[str, Any]:
+    cases, out = tmp / "cases.jsonl", tmp / "out"
+    tmp.mkdir(parents=True, exist_ok=True)
+    write_cases(cases, count)
+    adapter = start_adapter(tmp / "adapter", env={"DECISION_ORDER_DEBIAS": "false"})
+    adapter_start = psutil.Process(adapter.proc.pid).memory_info().rss / 2**20
+    cmd = [sys.executable, "-m", "decisionctl.cli", "batch", "run", str(cases), "--url", adapter.url, "--out", str(out)]
+    t0 = time.perf_counter()
+    try:
+        client = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        with PeakRss({"adapter": adapter.proc.pid, "client": client.pid}) as rss:
+            marked = False
+            for done in progress(out):
+                if not marked and done >= count // 10:
+                    rss.at("at_10_percent")
+                    marked = True
+                if client.poll() is not None:
+                    break
+                time.sleep(0.5)
+            rss.at("at_end")
+        stdout = client.communicate()[0]
+    finally:
+        adapter.stop()
+    seconds = time.perf_counter() - t0
+    summary = json.loads((out / "summary.json").read_text())
+    return {
+        "records": count,
+        "file_mb": round(cases.stat().st_size / 2**20, 1),
+        "answered": summary["answered"],
+        "seconds": round(seconds, 1),
+        "records_per_s": round(count / seconds, 1),
+        "adapter_rss_after_load_mb": round(adapter_start, 1),
+        "peak_rss_mb": {k: round(v, 1) for k, v in rss.peak.items()},
+        "rss_mb": rss.marks,
+        "client_exit": client.returncode,
+        "client_said": stdout.strip().splitlines()[-1:] if stdout else [],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1 repetition and 5,000 records (a smoke run)")
+    parser.add_argument("--only", nargs="*", choices=("throughput", "memory"), help="run only these sections")
+    parser.add_argument("--repeat", type=int, help="repetitions per comparison (default 3, 1 with --quick)")
+    parser.add_argument("--memory-records", type=int, help="records of the memory run (default 100000)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "bulk_results.json")
+    args = parser.parse_args()
+    repeat = args.repeat or (1 if args.quick else 3)
+    count = args.memory_records or (5000 if args.quick else 100_000)
+    sections: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "throughput": lambda t: bench_throughput(t, repeat),
+        "memory": lambda t: bench_memory(t, count),
+    }
+    results: dict[str, Any] = {"machine": {"logical_cpus": psutil.cpu_count()}, "model": MODEL_FILE}
+    results["quick"] = args.quick
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, fn in sections.items():
+            if args.only and name not in args.only:
+                continue
+            t0 = time.perf_counter()
+            results[name] = fn(Path(tmp) / name)
+            print(f"{name} ({time.perf_counter() - t0:.0f} s): {json.dumps(results[name], indent=1)}", flush=True)
+    if args.only and args.out.exists():  # a partial run updates its sections and keeps the others
+        results = {**json.loads(args.out.read_text()), **results}
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
