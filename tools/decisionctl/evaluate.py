@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from decision_adapter.manifest import sha256_file
 from decision_adapter.schemas import RunRecord
 from pydantic import ValidationError
 from tqdm import tqdm
@@ -187,19 +188,20 @@ def score_cases(
 
 def results(
     run: Run,
-    cases: Sequence[Case],
+    cases: Sequence[Case] | int,
     cases_path: Path,
     *,
     target_accuracy: float,
     min_support: int,
     review_accuracy: float = 0.5,
 ) -> dict[str, Any]:
+    count = cases if isinstance(cases, int) else len(cases)  # a count: bulk runs never hold every case
     return {
         "cases_file": str(cases_path),
-        "cases_sha256": hashlib.sha256(cases_path.read_bytes()).hexdigest(),
-        "cases": len(cases),
+        "cases_sha256": sha256_file(cases_path),
+        "cases": count,
         "scored": len(run.predictions),
-        "complete": len(run.predictions) == len(cases),
+        "complete": len(run.predictions) == count,
         "sent_this_run": run.sent,
         "reused_from_earlier_runs": run.skipped,
         "identity": run.identity,

@@ -1,0 +1,331 @@
+"""decisionctl batch run: a CASES.jsonl through Batch Transform, an asynchronous endpoint or a local adapter's
+JSON Lines route, resumably, into OUT/answers.jsonl, OUT/summary.json and, for a labeled file, OUT/evaluate/.
+
+The file is read as a stream (bounded memory: one part at a time) and cut into parts of JSON Lines; each
+part is uploaded (boto3's managed transfer, multipart for large parts) or posted, answered, and joined back
+to its records by position. OUT/run.json (batch_state.py) makes an interrupted run go on where it stopped:
+a part already uploaded is not uploaded again, and a job or invocation already started is not started again.
+The JSON Lines contract of the adapter is /work/notes/jsonl-contract.md's (docs/bulk.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tqdm import tqdm
+
+from decisionctl import bulk_aws
+from decisionctl.batch_state import PARTIAL, BatchRunError, RunState, estimate, finish, open_state
+from decisionctl.bulk_records import PartAnswers, Record, chunks, error_line, read_records, scan, serialized
+from decisionctl.prices import BUILTIN, PriceTable, load_prices
+from decisionctl.transport import TRANSPORT_ERROR, Reply, RetryPolicy, parse_retry_after
+
+JSON_LINES = bulk_aws.JSON_LINES
+BATCH_FAILED = "batch_failed"  # a whole mini-batch got no answer from the adapter (after retries)
+
+
+class WaitTimedOut(BatchRunError):
+    """The job or invocations still run after --wait-timeout; the same command goes on waiting."""
+
+
+@dataclass(frozen=True)
+class PartSize:
+    records: int
+    bytes: int
+
+
+# Transform: few large objects (one instance takes whole objects); async: one request each; url: one POST each.
+TRANSFORM_PARTS = PartSize(5000, 8 << 20)
+ASYNC_PARTS = PartSize(200, 5 << 20)
+URL_BATCHES = PartSize(50, 1 << 20)
+
+
+@dataclass
+class Options:
+    parts: PartSize | None = None  # None: the mode's default
+    poll_s: float = 10.0
+    wait_timeout_s: float | None = None
+    prices: PriceTable = field(default_factory=lambda: load_prices(BUILTIN))
+    thresholds: dict[str, float | int] = field(
+        default_factory=lambda: {"target_accuracy": 0.9, "min_support": 5, "review_accuracy": 0.5}
+    )
+    restart: bool = False
+    transfer_config: Any = None  # boto3.s3.transfer.TransferConfig; None: boto3's defaults
+    progress: Callable[..., Any] = tqdm
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.time
+
+
+@dataclass
+class AwsClients:
+    """boto3 clients; tests hand in stubbed ones."""
+
+    s3: Any
+    stepfunctions: Any = None
+    cloudformation: Any = None
+    sagemaker: Any = None
+    runtime: Any = None
+
+    @classmethod
+    def create(cls, region: str | None) -> AwsClients:
+        import boto3
+
+        session = boto3.session.Session(region_name=region)
+        names = ("s3", "stepfunctions", "cloudformation", "sagemaker", "sagemaker-runtime")
+        s3, sfn, cfn, sm, runtime = (session.client(name) for name in names)
+        return cls(s3, sfn, cfn, sm, runtime)
+
+
+def _upload_parts(
+    clients: AwsClients, state: RunState, cases: Path, out: Path, *, folder: bulk_aws.S3Uri, size: PartSize, o: Options
+) -> Iterator[tuple[int, list[Record]]]:
+    """Upload every part not uploaded yet (recorded in run.json at once); yields each part as it is done."""
+    bar = o.progress(total=cases.stat().st_size, desc="upload", unit="B", unit_scale=True, disable=None)
+    try:
+        for index, part in enumerate(chunks(read_records(cases), max_records=size.records, max_bytes=size.bytes)):
+            name = bulk_aws.PART_NAME.format(index=index)
+            if index < len(state.parts):
+                yield index, part
+                continue
+            bulk_aws.upload(
+                clients.s3, folder.child(name), serialized(part), config=o.transfer_config, on_bytes=bar.update
+            )
+            state.parts.append({"name": name, "count": len(part), "uri": str(folder.child(name))})
+            state.save(out)
+            yield index, part
+    finally:
+        bar.close()
+    state.parts_complete = True
+    state.save(out)
+
+
+def _wait(o: Options, state: RunState, desc: str, poll: Callable[[], tuple[bool, str]]) -> None:
+    """Poll until `poll` says done; the bar shows its status line. Past --wait-timeout, stop (resumable)."""
+    began = o.clock()
+    bar = o.progress(total=None, desc=desc, unit="poll", disable=None)
+    try:
+        while True:
+            done, status = poll()
+            bar.set_postfix_str(status)
+            bar.update(1)
+            if done:
+                return
+            if o.wait_timeout_s is not None and o.clock() - began >= o.wait_timeout_s:
+                raise WaitTimedOut(f"run {state.run} is still {status}; run the same command again to go on waiting")
+            o.sleep(o.poll_s)
+    finally:
+        bar.close()
+
+
+def run_transform(cases: Path, out: Path, *, environment: str, clients: AwsClients, options: Options) -> dict[str, Any]:
+    o = options
+    state = open_state(out, mode="transform", target=environment, summary=scan(cases), restart=o.restart)
+    outputs = bulk_aws.batch_outputs(clients.cloudformation, environment)
+    if not state.parts_complete:
+        folder = bulk_aws.transform_input(outputs, state.run)
+        for _ in _upload_parts(clients, state, cases, out, folder=folder, size=o.parts or TRANSFORM_PARTS, o=o):
+            pass
+    if state.execution_arn is None:
+        state.execution_arn = bulk_aws.start_transform(
+            clients.stepfunctions, outputs["BatchStateMachineArn"], state.run
+        )
+        state.started_s = o.clock()
+        state.save(out)
+    arn = state.execution_arn
+    found: list[bulk_aws.Execution] = []
+
+    def poll() -> tuple[bool, str]:
+        found[:] = [bulk_aws.describe_execution(clients.stepfunctions, arn)]
+        return not found[0].running, found[0].status
+
+    _wait(o, state, "transform", poll)
+    execution = found[0]
+    reason = f"the execution {execution.status}: {execution.error}".strip(": ")
+
+    def answers() -> Iterator[PartAnswers]:
+        for part in state.parts:
+            where = bulk_aws.transform_answers(outputs, state.run, state.run, part["name"])
+            lines = bulk_aws.read_lines(clients.s3, where)
+            yield PartAnswers(part["count"], lines, "" if lines is not None else f"no {where} ({reason})")
+
+    seconds = execution.seconds()
+    resources = execution.job.get("TransformResources") or {}
+    cost = estimate(
+        o.prices,
+        str(resources.get("InstanceType", "")),
+        int(resources.get("InstanceCount", 1)),
+        seconds,
+        "instances x the Transform job's run time (TransformStartTime to TransformEndTime)",
+    )
+    details = {
+        "execution": {
+            "arn": arn,
+            "status": execution.status,
+            "error": execution.error,
+            "job": execution.job.get("TransformJobName"),
+        }
+    }
+    return finish(cases, out, state, answers(), seconds=seconds, cost=cost, details=details, thresholds=o.thresholds)
+
+
+def run_async(
+    cases: Path, out: Path, *, endpoint: str, clients: AwsClients, options: Options, input_uri: str | None = None
+) -> dict[str, Any]:
+    o = options
+    state = open_state(out, mode="async", target=endpoint, summary=scan(cases), restart=o.restart)
+    target = bulk_aws.async_target(clients.sagemaker, endpoint, input_uri)
+    folder = target.input.child(f"{state.run}/")
+    if state.started_s is None:
+        state.started_s = o.clock()
+    if not state.parts_complete:
+        for index, _ in _upload_parts(clients, state, cases, out, folder=folder, size=o.parts or ASYNC_PARTS, o=o):
+            _invoke(clients, state, out, endpoint, index)
+    for index in range(len(state.parts)):  # parts uploaded by an interrupted run but never queued
+        _invoke(clients, state, out, endpoint, index)
+
+    def poll() -> tuple[bool, str]:
+        for part in state.parts:
+            if "done" not in part:
+                if bulk_aws.exists(clients.s3, bulk_aws.S3Uri.parse(part["output"])):
+                    part["done"] = "answered"
+                elif part["failure"] and bulk_aws.exists(clients.s3, bulk_aws.S3Uri.parse(part["failure"])):
+                    part["done"] = "failed"
+        state.save(out)
+        done = sum("done" in p for p in state.parts)
+        return done == len(state.parts), f"{done}/{len(state.parts)} parts answered"
+
+    _wait(o, state, "async", poll)
+    if state.finished_s is None:
+        state.finished_s = o.clock()
+        state.save(out)
+
+    def answers() -> Iterator[PartAnswers]:
+        for part in state.parts:
+            if part["done"] == "answered":
+                yield PartAnswers(part["count"], bulk_aws.read_lines(clients.s3, bulk_aws.S3Uri.parse(part["output"])))
+            else:
+                failure = bulk_aws.read_text(clients.s3, bulk_aws.S3Uri.parse(part["failure"]), limit=300)
+                yield PartAnswers(part["count"], None, f"the asynchronous request failed: {failure}")
+
+    seconds = state.finished_s - state.started_s
+    instances = max(1, bulk_aws.instance_count(clients.sagemaker, endpoint))
+    cost = estimate(
+        o.prices,
+        target.instance_type,
+        instances,
+        seconds,
+        "the endpoint's instances now x the run's wall time (the endpoint may serve others too)",
+    )
+    return finish(cases, out, state, answers(), seconds=seconds, cost=cost, details={}, thresholds=o.thresholds)
+
+
+def _invoke(clients: AwsClients, state: RunState, out: Path, endpoint: str, index: int) -> None:
+    part = state.parts[index]
+    if "output" in part:
+        return
+    inference_id = f"{state.run}-{index:05d}"
+    part["output"], part["failure"] = bulk_aws.invoke_async(
+        clients.runtime, endpoint, bulk_aws.S3Uri.parse(part["uri"]), inference_id
+    )
+    state.save(out)
+
+
+# --- a local adapter -------------------------------------------------------------------------------
+
+
+class JsonLinesClient:
+    """POST mini-batches of JSON Lines to a running adapter's /invocations."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/invocations"
+        headers = {"Content-Type": JSON_LINES, "Accept": JSON_LINES}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.Client(headers=headers, timeout=timeout_s, transport=transport)
+
+    def send(self, body: bytes) -> Reply:
+        start = time.perf_counter()
+        try:
+            response = self._client.post(self.url, content=body)
+        except httpx.HTTPError as exc:
+            return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        return Reply(response.status_code, response.content, time.perf_counter() - start, retry_after_s=retry_after)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _post(client: JsonLinesClient, part: list[Record], policy: RetryPolicy) -> list[bytes]:
+    """The answer lines of one mini-batch; error lines for every record if the adapter gave none."""
+    attempt = 0
+    while True:
+        attempt += 1
+        reply = client.send(serialized(part))
+        if reply.ok or not reply.retryable or attempt >= policy.max_attempts:
+            break
+        policy.sleep(policy.delay(attempt, reply))
+    lines = [line for line in reply.body.splitlines() if line.strip()] if reply.ok else []
+    if reply.ok and len(lines) == len(part):
+        return lines
+    message = reply.describe_error() if not reply.ok else f"{len(lines)} answer lines for {len(part)} records"
+    return [json.dumps(error_line(r.id, BATCH_FAILED, message)).encode("utf-8") for r in part]
+
+
+def run_url(
+    cases: Path,
+    out: Path,
+    *,
+    url: str,
+    options: Options,
+    client: JsonLinesClient | None = None,
+    policy: RetryPolicy | None = None,
+) -> dict[str, Any]:
+    o = options
+    state = open_state(out, mode="url", target=url, summary=scan(cases), restart=o.restart)
+    size = o.parts or URL_BATCHES
+    client = client or JsonLinesClient(url)
+    policy = policy or RetryPolicy()
+    partial = out / PARTIAL
+    with partial.open("ab") as f:
+        f.truncate(state.partial_bytes)  # a batch written after the last save is written again
+    bar = o.progress(total=state.records, initial=state.records_done, desc="batch", unit="record", disable=None)
+    try:
+        remaining = itertools.islice(read_records(cases), state.records_done, None)
+        with partial.open("ab") as f:
+            for part in chunks(remaining, max_records=size.records, max_bytes=size.bytes):
+                began = time.perf_counter()
+                lines = _post(client, part, policy)
+                f.write(b"".join(line + b"\n" for line in lines))
+                f.flush()
+                os.fsync(f.fileno())
+                state.busy_s += time.perf_counter() - began
+                state.records_done += len(part)
+                state.partial_bytes = f.tell()
+                state.save(out)
+                bar.update(len(part))
+    finally:
+        bar.close()
+        client.close()
+
+    def answers() -> Iterator[PartAnswers]:
+        with partial.open("rb") as f:
+            yield PartAnswers(state.records, iter(f))
+
+    seconds = state.busy_s or None
+    return finish(cases, out, state, answers(), seconds=seconds, cost=None, details={}, thresholds=o.thresholds)
