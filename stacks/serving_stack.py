@@ -230,7 +230,7 @@ class ServingStack(cdk.Stack):
                 model_role=runs_on.role,
                 bucket=foundation.artifacts.bucket,
                 key=foundation.key,
-                alarm_topic=foundation.alarm_topic,
+                alarm_topic=self.alarm_topic,
                 alarm_period=cdk.Duration.seconds(config.alarms.period_seconds),
                 log_retention=self.retention,
                 removal_policy=config.cdk_removal_policy,
