@@ -1,14 +1,28 @@
-"""The one-time account set-up for .github/workflows/deploy.yml: GitHub's OIDC provider and the deploy role.
+"""The one-time account set-up for .github/workflows/deploy.yml: GitHub's OIDC provider, a deploy role per environment.
 
-The workflow holds no AWS keys: GitHub issues the job an OIDC token, STS exchanges it for this role's
-short-lived credentials, and the role can do nothing but assume the CDK bootstrap roles (deploy, file
-publishing, lookup) of the regions in cdk.json and read the bootstrap version. What a deployment may
-change is what the bootstrap's CloudFormation execution role allows, as for any `cdk deploy`.
+The workflow holds no AWS keys: GitHub issues each job an OIDC token, STS exchanges it for the short-lived
+credentials of that job's environment's role, and each role can do nothing but assume the CDK bootstrap roles
+(deploy, file publishing, lookup) of its own environment's account and region and read that bootstrap's
+version. What a deployment may change is what the bootstrap's CloudFormation execution role allows, as for
+any `cdk deploy`.
+
+Which token may take which role (the `sub` claim GitHub puts in a job's token):
+
+- `dev` is trusted only by `repo:OWNER/REPO:ref:refs/heads/main`, the subject of a job that runs on `main`
+  and references no GitHub environment. Not `environment:dev`: a job that references an environment gets
+  `environment:NAME` on whatever branch it runs, so any collaborator who can push a branch could name
+  `environment: dev` in a workflow there and take the role; only the GitHub environment's deployment-branch
+  rule, a repository setting this template can neither see nor enforce, would stop it. The ref subject
+  confines the role, in the trust policy itself, to what was merged into `main` (and so to its branch
+  protection).
+- Every other environment (`prod`) is trusted only by `repo:OWNER/REPO:environment:NAME`: that subject is
+  issued only once the GitHub environment's protection rules pass (its required reviewers approved, its
+  deployment branches allow the ref), and a job on `main` without the environment gets the ref subject,
+  which this role refuses. So no run on `main` reaches `prod` without the approval.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,19 +36,32 @@ from stacks.config import ConfigError
 GITHUB_DEPLOY_STACK = "DecisionEndpoints-GitHubDeploy"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 STS_AUDIENCE = "sts.amazonaws.com"
-DEPLOY_BRANCH = "main"  # dev deploys on every push to it
+DEPLOY_BRANCH = "main"  # BRANCH_ENVIRONMENT deploys on every push to it
+BRANCH_ENVIRONMENT = "dev"  # the one environment deployed without a GitHub environment (no approval)
 APPROVAL_ENVIRONMENT = "prod"  # the GitHub environment whose required reviewers approve prod
+ROLE_NAME_PREFIX = "decision-endpoints-github-deploy-"
 # The bootstrap roles a `cdk deploy` / `cdk diff` of these stacks assumes: no Docker image assets, so no
 # image-publishing role; lookup is what `cdk diff` reads the deployed templates with.
 BOOTSTRAP_ROLES = ("deploy-role", "file-publishing-role", "lookup-role")
 # Image builds wait up to 55 minutes inside one deployment, and the CLI re-assumes the bootstrap roles
 # with these credentials while it watches: the session must outlast a first deployment.
 SESSION_HOURS = 3
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_ENV_NAME = r"^[a-z][a-z0-9-]{0,15}$"  # as stacks.config: role names and variable names derive from it
+_REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
+
+
+class DeployTarget(BaseModel):
+    """Where one environment of cdk.json deploys: its account (null: the account of this stack) and region."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    environment: str = Field(pattern=_ENV_NAME)
+    account: str | None = Field(pattern=r"^\d{12}$")
+    region: str = Field(pattern=_REGION)
 
 
 class GitHubDeploy(BaseModel):
-    """cdk.json `context.github`: the repository whose workflows may deploy, and the regions they deploy to."""
+    """cdk.json `context.github`: the repository whose workflows may deploy, and the environments they deploy."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -43,13 +70,27 @@ class GitHubDeploy(BaseModel):
     create_oidc_provider: bool = Field(
         description="Create the account's GitHub OIDC provider (false: one exists; an account holds one per URL)."
     )
-    regions: tuple[str, ...] = Field(min_length=1, description="Regions of the environments in cdk.json.")
+    targets: tuple[DeployTarget, ...] = Field(min_length=1, description="The environments of cdk.json.")
 
-    @property
-    def subjects(self) -> tuple[str, str]:
-        """The OIDC `sub` claims the role trusts: a job on main (dev), a job in the prod environment."""
+    def subject(self, environment: str) -> str:
+        """The one OIDC `sub` claim `environment`'s role trusts (the module docstring says why)."""
         repo = f"repo:{self.owner}/{self.repository}"
-        return (f"{repo}:ref:refs/heads/{DEPLOY_BRANCH}", f"{repo}:environment:{APPROVAL_ENVIRONMENT}")
+        if environment == BRANCH_ENVIRONMENT:
+            return f"{repo}:ref:refs/heads/{DEPLOY_BRANCH}"
+        return f"{repo}:environment:{environment}"
+
+
+def role_name(environment: str) -> str:
+    return f"{ROLE_NAME_PREFIX}{environment}"
+
+
+def role_variable(environment: str) -> str:
+    """The GitHub Actions variable deploy.yml reads `environment`'s role ARN from."""
+    return f"AWS_DEPLOY_ROLE_ARN_{environment.upper().replace('-', '_')}"
+
+
+def _camel(environment: str) -> str:
+    return "".join(part.capitalize() for part in environment.split("-"))
 
 
 def load_github(github: object, environments: object) -> GitHubDeploy | None:
@@ -60,26 +101,33 @@ def load_github(github: object, environments: object) -> GitHubDeploy | None:
         raise ConfigError(f"github: must be an object with owner, repository, create_oidc_provider; got {github!r}")
     if github.get("owner") is None and github.get("repository") is None:
         return None
-    envs = environments.values() if isinstance(environments, Mapping) else []
-    found = [env.get("region") if isinstance(env, Mapping) else None for env in envs]
-    regions = sorted({region for region in found if isinstance(region, str) and _REGION.match(region)})
-    if len(regions) != len(set(map(str, found))):
-        raise ConfigError(f"github: the environments' regions must be region names, got {found!r}")
+    if not isinstance(environments, Mapping) or not environments:
+        raise ConfigError("environments: missing from the cdk.json context (the github roles are made per environment)")
+    targets = []
+    for name, raw in sorted(environments.items()):
+        env = raw if isinstance(raw, Mapping) else {}
+        targets.append({"environment": name, "account": env.get("account"), "region": env.get("region")})
     try:
-        return GitHubDeploy.model_validate({**github, "regions": tuple(regions)})
+        return GitHubDeploy.model_validate({**github, "targets": tuple(targets)})
     except ValidationError as e:
-        lines = [f"github.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors(include_url=False)]
+        lines = [_describe(err["loc"], err["msg"], targets) for err in e.errors(include_url=False)]
         raise ConfigError("invalid cdk.json context:\n  " + "\n  ".join(lines)) from None
 
 
+def _describe(loc: tuple[int | str, ...], message: str, targets: list[dict[str, Any]]) -> str:
+    if loc[:1] == ("targets",) and len(loc) >= 3 and isinstance(loc[1], int):
+        return f"environments.{targets[loc[1]]['environment']}.{loc[2]}: {message} (read for the github roles)"
+    return f"github.{'.'.join(str(p) for p in loc)}: {message}"
+
+
 class GitHubDeployStack(cdk.Stack):
-    """GitHub's OIDC provider (or the existing one) and the role deploy.yml assumes; account-wide, deployed once."""
+    """GitHub's OIDC provider (or the existing one) and each environment's deploy role; account-wide, deployed once."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: GitHubDeploy, **kwargs: Any) -> None:
         super().__init__(
             scope,
             construct_id,
-            description="GitHub Actions deploy role (OIDC, no keys) for the decision endpoints",
+            description="GitHub Actions deploy roles (OIDC, no keys, one per environment) for the decision endpoints",
             termination_protection=True,  # the CI's only way in: removing it is a deliberate act
             **kwargs,
         )
@@ -94,45 +142,65 @@ class GitHubDeployStack(cdk.Stack):
                 f"arn:{self.partition}:iam::{self.account}:oidc-provider/{GITHUB_OIDC_HOST}",
             )
         self.provider = provider
-        self.role = iam.Role(
+        self.roles: dict[str, iam.Role] = {
+            target.environment: self._deploy_role(config, target, provider) for target in config.targets
+        }
+
+    def _deploy_role(self, config: GitHubDeploy, target: DeployTarget, provider: iam.IOidcProvider) -> iam.Role:
+        environment = target.environment
+        role = iam.Role(
             self,
-            "DeployRole",
-            role_name="decision-endpoints-github-deploy",
-            description=f"{config.owner}/{config.repository} deploy workflow: assumes the CDK bootstrap roles only",
+            f"DeployRole{_camel(environment)}",
+            role_name=role_name(environment),
+            description=(
+                f"{config.owner}/{config.repository} deploy workflow, {environment} only: "
+                "assumes that environment's CDK bootstrap roles"
+            ),
             max_session_duration=cdk.Duration.hours(SESSION_HOURS),
             assumed_by=iam.FederatedPrincipal(
                 provider.oidc_provider_arn,
                 {
                     "StringEquals": {
                         f"{GITHUB_OIDC_HOST}:aud": STS_AUDIENCE,
-                        f"{GITHUB_OIDC_HOST}:sub": list(config.subjects),
+                        f"{GITHUB_OIDC_HOST}:sub": config.subject(environment),
                     }
                 },
                 "sts:AssumeRoleWithWebIdentity",
             ),
         )
+        # A pinned account may be another one than this stack's: its bootstrap must trust this account
+        # (cdk bootstrap --trust, docs/deploy.md).
+        account = target.account or self.account
         qualifier = cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
-        self.role.add_to_policy(
+        role.add_to_policy(
             iam.PolicyStatement(
                 sid="AssumeCdkBootstrapRoles",
                 actions=["sts:AssumeRole"],
                 resources=[
-                    f"arn:{self.partition}:iam::{self.account}:role/cdk-{qualifier}-{role}-{self.account}-{region}"
-                    for region in config.regions
-                    for role in BOOTSTRAP_ROLES
+                    f"arn:{self.partition}:iam::{account}:role/cdk-{qualifier}-{name}-{account}-{target.region}"
+                    for name in BOOTSTRAP_ROLES
                 ],
             )
         )
-        self.role.add_to_policy(
+        role.add_to_policy(
             iam.PolicyStatement(
                 sid="ReadCdkBootstrapVersion",
                 actions=["ssm:GetParameter"],
                 resources=[
-                    f"arn:{self.partition}:ssm:{region}:{self.account}:parameter/cdk-bootstrap/{qualifier}/version"
-                    for region in config.regions
+                    f"arn:{self.partition}:ssm:{target.region}:{account}:parameter/cdk-bootstrap/{qualifier}/version"
                 ],
             )
         )
-        cdk.CfnOutput(
-            self, "DeployRoleArn", value=self.role.role_arn, description="GitHub variable AWS_DEPLOY_ROLE_ARN"
+        # dev's job references no GitHub environment (its trust above), so only a repository variable reaches it.
+        where = (
+            "a repository variable"
+            if environment == BRANCH_ENVIRONMENT
+            else f"a variable of GitHub environment {environment}"
         )
+        cdk.CfnOutput(
+            self,
+            f"DeployRoleArn{_camel(environment)}",
+            value=role.role_arn,
+            description=f"{environment}'s deploy role: set it as {role_variable(environment)}, {where}",
+        )
+        return role

@@ -1,7 +1,9 @@
-"""DecisionEndpoints-GitHubDeploy: the OIDC provider and the role deploy.yml assumes, synthesized by the real app.
+"""DecisionEndpoints-GitHubDeploy: the OIDC provider and each environment's deploy role, synthesized by the real app.
 
-The app is built with the shipped cdk.json context plus a `github` block, so cdk-nag (registered by
-build_app) fails the synth on any unacknowledged finding in this stack as in the others.
+The app is built with the shipped cdk.json context plus a `github` block, and prod pinned to another
+account and region than dev's, so that each role's bootstrap grants are seen to follow its own
+environment. cdk-nag (registered by build_app) fails the synth on any unacknowledged finding in this
+stack as in the others.
 """
 
 from __future__ import annotations
@@ -29,13 +31,22 @@ from stacks.nag import acknowledged
 from tests.cdk_support import cdk_context
 
 OWNER, REPO = "example-org", "decision-endpoints"
-SUBJECTS = [f"repo:{OWNER}/{REPO}:ref:refs/heads/main", f"repo:{OWNER}/{REPO}:environment:prod"]
 HOST = "token.actions.githubusercontent.com"
+PROD_ACCOUNT, PROD_REGION = "111122223333", "eu-west-1"
+ACCOUNT = "${AWS::AccountId}"  # dev's account is not pinned: the account the stack is deployed in
+# The one subject each role trusts: dev only a job on main without a GitHub environment, prod only a job
+# of the GitHub environment prod (which its reviewers approved). One role trusting both let any run on
+# main take prod's credentials without the approval.
+TRUSTED = {
+    "decision-endpoints-github-deploy-dev": f"repo:{OWNER}/{REPO}:ref:refs/heads/main",
+    "decision-endpoints-github-deploy-prod": f"repo:{OWNER}/{REPO}:environment:prod",
+}
 
 
 def _context(**github: Any) -> dict[str, Any]:
     context = cdk_context()
     context["github"] = {"owner": OWNER, "repository": REPO, "create_oidc_provider": True, **github}
+    context["environments"]["prod"].update(account=PROD_ACCOUNT, region=PROD_REGION)
     return context
 
 
@@ -48,8 +59,23 @@ def synthesized() -> tuple[cdk.App, dict[str, Any], Path]:
     return app, json.loads(path.read_text(encoding="utf-8")), path
 
 
-def _of(template: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [r for r in template["Resources"].values() if r["Type"] == kind]
+def _of(template: Mapping[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def _roles(template: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Role name -> (logical id, role)."""
+    return {r["Properties"]["RoleName"]: (k, r) for k, r in _of(template, "AWS::IAM::Role").items()}
+
+
+def _statements(template: Mapping[str, Any], role_id: str) -> list[dict[str, Any]]:
+    """Every statement of the inline policies attached to the role `role_id`."""
+    return [
+        statement
+        for policy in _of(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def _text(value: Any) -> str:
@@ -61,52 +87,79 @@ def _text(value: Any) -> str:
         return str(separator).join(_text(part) for part in parts)
     if "Ref" in value:
         return f"${{{value['Ref']}}}"
+    if "Fn::GetAtt" in value:
+        return f"${{{'.'.join(value['Fn::GetAtt'])}}}"
     raise AssertionError(f"unexpected intrinsic {value}")
-
-
-def test_the_role_trusts_exactly_main_and_the_prod_environment(synthesized) -> None:
-    _, template, _ = synthesized
-    (provider,) = _of(template, "AWS::IAM::OIDCProvider")
-    assert provider["Properties"]["Url"] == f"https://{HOST}"
-    assert provider["Properties"]["ClientIdList"] == ["sts.amazonaws.com"]
-    (role,) = _of(template, "AWS::IAM::Role")
-    provider_id = next(k for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::OIDCProvider")
-    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
-        {
-            "Action": "sts:AssumeRoleWithWebIdentity",
-            "Effect": "Allow",
-            "Principal": {"Federated": {"Ref": provider_id}},
-            "Condition": {"StringEquals": {f"{HOST}:aud": "sts.amazonaws.com", f"{HOST}:sub": SUBJECTS}},
-        }
-    ]
-    assert role["Properties"]["MaxSessionDuration"] == 3 * 3600
-
-
-def test_the_role_may_only_assume_the_bootstrap_roles_and_read_their_version(synthesized) -> None:
-    _, template, _ = synthesized
-    assert _of(template, "AWS::IAM::ManagedPolicy") == []
-    (role,) = _of(template, "AWS::IAM::Role")
-    assert "ManagedPolicyArns" not in role["Properties"]
-    statements = [
-        s for policy in _of(template, "AWS::IAM::Policy") for s in policy["Properties"]["PolicyDocument"]["Statement"]
-    ]
-    actions = {s["Sid"]: s["Action"] for s in statements}
-    assert actions == {"AssumeCdkBootstrapRoles": "sts:AssumeRole", "ReadCdkBootstrapVersion": "ssm:GetParameter"}
-    assert all(s["Effect"] == "Allow" and "*" not in s["Action"] for s in statements)
-    resources = {s["Sid"]: sorted(_text(r) for r in _as_list(s["Resource"])) for s in statements}
-    account = "${AWS::AccountId}"
-    assert resources["AssumeCdkBootstrapRoles"] == sorted(
-        f"arn:${{AWS::Partition}}:iam::{account}:role/cdk-hnb659fds-{role}-{account}-us-west-2"
-        for role in ("deploy-role", "file-publishing-role", "lookup-role")
-    )
-    assert resources["ReadCdkBootstrapVersion"] == [
-        f"arn:${{AWS::Partition}}:ssm:us-west-2:{account}:parameter/cdk-bootstrap/hnb659fds/version"
-    ]
-    assert not any("*" in arn for arns in resources.values() for arn in arns)
 
 
 def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def test_each_environment_has_a_role_trusting_exactly_its_one_subject(synthesized) -> None:
+    _, template, _ = synthesized
+    ((provider_id, provider),) = _of(template, "AWS::IAM::OIDCProvider").items()
+    assert provider["Properties"]["Url"] == f"https://{HOST}"
+    assert provider["Properties"]["ClientIdList"] == ["sts.amazonaws.com"]
+    roles = _roles(template)
+    assert set(roles) == set(TRUSTED)
+    for name, (_, role) in roles.items():
+        assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
+            {
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Effect": "Allow",
+                "Principal": {"Federated": {"Ref": provider_id}},
+                "Condition": {"StringEquals": {f"{HOST}:aud": "sts.amazonaws.com", f"{HOST}:sub": TRUSTED[name]}},
+            }
+        ], name
+        assert role["Properties"]["MaxSessionDuration"] == 3 * 3600
+
+
+def _bootstrap(account: str, region: str) -> dict[str, list[str]]:
+    return {
+        "AssumeCdkBootstrapRoles": sorted(
+            f"arn:${{AWS::Partition}}:iam::{account}:role/cdk-hnb659fds-{role}-{account}-{region}"
+            for role in ("deploy-role", "file-publishing-role", "lookup-role")
+        ),
+        "ReadCdkBootstrapVersion": [
+            f"arn:${{AWS::Partition}}:ssm:{region}:{account}:parameter/cdk-bootstrap/hnb659fds/version"
+        ],
+    }
+
+
+def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesized) -> None:
+    _, template, _ = synthesized
+    assert _of(template, "AWS::IAM::ManagedPolicy") == {}
+    expected = {
+        "decision-endpoints-github-deploy-dev": _bootstrap(ACCOUNT, "us-west-2"),
+        "decision-endpoints-github-deploy-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION),
+    }
+    for name, (role_id, role) in _roles(template).items():
+        assert "ManagedPolicyArns" not in role["Properties"]
+        statements = _statements(template, role_id)
+        actions = {s["Sid"]: s["Action"] for s in statements}
+        assert actions == {"AssumeCdkBootstrapRoles": "sts:AssumeRole", "ReadCdkBootstrapVersion": "ssm:GetParameter"}
+        assert all(s["Effect"] == "Allow" for s in statements)
+        resources = {s["Sid"]: sorted(_text(r) for r in _as_list(s["Resource"])) for s in statements}
+        assert resources == expected[name], name
+    # Every inline policy belongs to exactly one role.
+    assert all(len(p["Properties"]["Roles"]) == 1 for p in _of(template, "AWS::IAM::Policy").values())
+
+
+def test_each_roles_arn_is_an_output_naming_its_github_variable(synthesized) -> None:
+    _, template, _ = synthesized
+    roles = {role_id: name for name, (role_id, _) in _roles(template).items()}
+    outputs = {
+        roles[output["Value"]["Fn::GetAtt"][0]]: output["Description"] for output in template["Outputs"].values()
+    }
+    assert outputs == {
+        "decision-endpoints-github-deploy-dev": (
+            "dev's deploy role: set it as AWS_DEPLOY_ROLE_ARN_DEV, a repository variable"
+        ),
+        "decision-endpoints-github-deploy-prod": (
+            "prod's deploy role: set it as AWS_DEPLOY_ROLE_ARN_PROD, a variable of GitHub environment prod"
+        ),
+    }
 
 
 def test_nag_clean_without_acknowledgements_and_cfn_lint_clean(synthesized) -> None:
@@ -123,10 +176,12 @@ def test_an_existing_provider_is_referenced_not_created() -> None:
     assert config is not None
     app = cdk.App()
     template = Template.from_stack(GitHubDeployStack(app, "GitHubDeploy", config=config)).to_json()
-    assert _of(template, "AWS::IAM::OIDCProvider") == []
-    (role,) = _of(template, "AWS::IAM::Role")
-    principal = role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Federated"]
-    assert _text(principal) == f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:oidc-provider/{HOST}"
+    assert _of(template, "AWS::IAM::OIDCProvider") == {}
+    roles = _roles(template)
+    assert len(roles) == 2
+    for _, role in roles.values():
+        principal = role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Federated"]
+        assert _text(principal) == f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:oidc-provider/{HOST}"
 
 
 def test_the_shipped_cdk_json_leaves_the_stack_out_until_github_is_set() -> None:
@@ -147,3 +202,12 @@ def test_the_shipped_cdk_json_leaves_the_stack_out_until_github_is_set() -> None
 def test_a_wrong_github_block_names_its_key(github: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_github(github, cdk_context()["environments"])
+
+
+def test_a_wrong_environment_account_or_region_names_its_key() -> None:
+    environments = cdk_context()["environments"]
+    environments["prod"].update(account="1234", region="Europe")
+    with pytest.raises(ConfigError) as caught:
+        load_github(_context()["github"], environments)
+    assert "environments.prod.account:" in str(caught.value)
+    assert "environments.prod.region:" in str(caught.value)

@@ -1,5 +1,6 @@
 """The GitHub Actions workflows, which cannot run here: actionlint (with shellcheck on every run: script) and
-the properties deploy.yml must keep (OIDC and no keys, dev then approved prod, preflight before credentials).
+the properties deploy.yml must keep (OIDC and no keys, dev then approved prod, preflight before credentials,
+each job on its own environment's role, whose trust accepts that job's token and no other job's).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from stacks.github_deploy_stack import APPROVAL_ENVIRONMENT, DEPLOY_BRANCH
+from stacks.github_deploy_stack import APPROVAL_ENVIRONMENT, DEPLOY_BRANCH, load_github, role_variable
+from tests.cdk_support import cdk_context
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -49,7 +51,7 @@ def test_dev_deploys_on_main_and_prod_after_approval(deploy: dict[Any, Any]) -> 
     # PyYAML reads the key `on` as True.
     assert deploy[True]["push"] == {"branches": [DEPLOY_BRANCH]}
     dev, prod = deploy["jobs"]["dev"], deploy["jobs"]["prod"]
-    # The role trusts `ref:refs/heads/main` for dev and `environment:prod` for prod (github_deploy_stack).
+    # The dev role trusts `ref:refs/heads/main`, the prod role `environment:prod` (github_deploy_stack).
     assert "environment" not in dev
     assert prod["environment"] == APPROVAL_ENVIRONMENT
     assert prod["needs"] == "dev"
@@ -69,7 +71,7 @@ def test_each_job_preflights_then_assumes_the_role_diffs_and_deploys(deploy: dic
         uses, run = step.get("uses", ""), step.get("run", "")
         if uses.startswith("aws-actions/configure-aws-credentials@"):
             kinds.append("credentials")
-            assert step["with"]["role-to-assume"] == "${{ vars.AWS_DEPLOY_ROLE_ARN }}"
+            assert step["with"]["role-to-assume"] == f"${{{{ vars.{role_variable(job_name)} }}}}"
             assert not {"aws-access-key-id", "aws-secret-access-key"} & set(step["with"])
         elif "bin/cdk synth" in run:
             kinds.append("synth")
@@ -81,6 +83,30 @@ def test_each_job_preflights_then_assumes_the_role_diffs_and_deploys(deploy: dic
             assert "--require-approval never" in run
             assert '"DecisionEndpoints-${DEPLOY_ENV}-*"' in run  # never the GitHubDeploy stack
     assert kinds == ["synth", "credentials", "diff", "deploy"]
+
+
+def _job_subject(job: dict[Any, Any], owner: str, repository: str) -> str:
+    """The `sub` claim GitHub gives the job's OIDC token: its environment's when it references one, else its ref."""
+    environment = job.get("environment")
+    if environment is not None:
+        name = environment["name"] if isinstance(environment, dict) else environment
+        return f"repo:{owner}/{repository}:environment:{name}"
+    assert job["if"] == f"github.ref == 'refs/heads/{DEPLOY_BRANCH}'"  # runs on main only
+    return f"repo:{owner}/{repository}:ref:refs/heads/{DEPLOY_BRANCH}"
+
+
+def test_each_jobs_token_is_trusted_by_its_own_role_only(deploy: dict[Any, Any]) -> None:
+    context = cdk_context()
+    owner, repository = "example-org", "decision-endpoints"
+    github = {"owner": owner, "repository": repository, "create_oidc_provider": True}
+    config = load_github(github, context["environments"])
+    assert config is not None
+    environments = [target.environment for target in config.targets]
+    assert sorted(deploy["jobs"]) == sorted(environments)
+    for job_name, job in deploy["jobs"].items():
+        subject = _job_subject(job, owner, repository)
+        trusting = [env for env in environments if config.subject(env) == subject]
+        assert trusting == [job_name], (job_name, subject)
 
 
 def test_no_stored_keys_and_third_party_actions_pinned_by_commit(deploy: dict[Any, Any]) -> None:
