@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ import pytest
 from botocore.stub import Stubber
 from decisionctl import cli, images
 from decisionctl.commands import ALL, pin_images
+
+from stacks import dlc_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = "sha256:" + "1" * 64
@@ -115,6 +119,53 @@ def test_region_defaults_to_the_environments_and_can_be_overridden(cdk_json: Pat
     assert _run(cdk_json, "--env", "prod", "--dry-run", "--region", "eu-west-1") == 0
     assert ecr["regions"] == ["us-west-2", "eu-west-1"]
     assert ecr["client"].meta.region_name == "eu-west-1"
+
+
+@pytest.mark.parametrize(("region", "registry"), [("af-south-1", "626614931356"), ("cn-north-1", "727897471807")])
+def test_another_region_is_read_from_that_regions_dlc_registry(
+    cdk_json: Path, ecr: dict[str, Any], region: str, registry: str
+) -> None:
+    # cdk.json holds us-west-2's account (763104351884); the Stubber fails the call on any other registryId.
+    assert dlc_registry.registry_account(region) == registry
+    ecr["script"] = [(FOUND, _request(registry))]
+    assert _run(cdk_json, "--env", "dev", "--dry-run", "--region", region) == 0
+    ecr["stub"].assert_no_pending_responses()
+    assert ecr["regions"] == [region]
+
+
+def test_the_environments_own_region_keeps_its_cdk_json_account(cdk_json: Path, ecr: dict[str, Any]) -> None:
+    document = json.loads(cdk_json.read_text())
+    document["context"]["environments"]["dev"]["dlc"]["registry_account"] = "111122223333"
+    cdk_json.write_text(json.dumps(document, indent=2))
+    ecr["script"] = [(FOUND, _request("111122223333"))]
+    assert _run(cdk_json, "--env", "dev", "--dry-run", "--region", "us-west-2") == 0
+    ecr["stub"].assert_no_pending_responses()
+
+
+def test_another_regions_access_denial_names_that_regions_registry(cdk_json: Path, ecr: dict[str, Any], capsys) -> None:
+    ecr["script"] = [("AccessDeniedException", _request("626614931356"))]
+    assert _run(cdk_json, "--env", "dev", "--region", "af-south-1") == 1
+    err = capsys.readouterr().err
+    assert "ecr:BatchGetImage on arn:aws:ecr:af-south-1:626614931356:repository/llama-cpp" in err
+
+
+def test_a_region_without_a_dlc_registry_stops_before_any_call(cdk_json: Path, ecr: dict[str, Any], capsys) -> None:
+    before = cdk_json.read_bytes()
+    assert _run(cdk_json, "--env", "dev", "--region", "us-gov-west-1") == 1
+    assert ecr["regions"] == []
+    assert cdk_json.read_bytes() == before
+    err = capsys.readouterr().err
+    assert "no DLC registry is published in us-gov-west-1 (stacks/dlc_registry.py)" in err
+
+
+def test_the_registry_table_is_importable_without_the_cdk() -> None:
+    # decisionctl imports the table synth checks cdk.json against; on operators' machines it must stay plain data.
+    code = (
+        "import sys, decisionctl.images; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'constructs', 'jsii')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_dry_run_shows_the_change_and_writes_nothing(cdk_json: Path, ecr: dict[str, Any], capsys) -> None:

@@ -2,8 +2,10 @@
 
 The lookup is `ecr:BatchGetImage`, the call a `docker pull` makes to resolve a tag, so it needs only the
 pull permission the DLC registry already grants (DescribeImages is not part of a pull and is refused on
-other accounts' repositories). cdk.json is edited as text: only the digest strings change, every other
-byte (formatting, key order, the feature flags) stays as it was.
+other accounts' repositories). The registry is the environment's `dlc.registry_account` in its own region
+and, for another region (`--region`), that region's DLC account from the table synth checks cdk.json
+against (stacks/dlc_registry.py, plain data without CDK imports). cdk.json is edited as text: only the
+digest strings change, every other byte (formatting, key order, the feature flags) stays as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, partition_of, registry_account
 
 # cdk.json key under environments.<env>.dlc -> the DLC tag it pins.
 DLC_TAGS = {"cpu_digest": "server-sagemaker-cpu-v1", "cuda_digest": "server-sagemaker-cuda-v1"}
@@ -46,6 +50,7 @@ class DlcSource:
     registry_account: str
     repository: str
     pinned: Mapping[str, str]
+    registry_origin: str  # where registry_account came from, for messages that say what to check
 
     @property
     def registry(self) -> str:
@@ -93,10 +98,21 @@ def read_source(document: Mapping[str, Any], environment: str, region: str | Non
         if not isinstance(value, str):
             raise PinError(f"{prefix}.dlc.{key}: missing; write any sha256:... string and pin again")
         pinned[key] = value
-    chosen = region or env.get("region")
+    own_region = env.get("region")
+    chosen = region or own_region
     if not isinstance(chosen, str) or not chosen:
         raise PinError(f"{prefix}.region: missing; pass --region")
-    return DlcSource(environment, chosen, account, repository, pinned)
+    origin = f"{prefix}.dlc.registry_account"
+    if chosen != own_region:
+        # cdk.json's account is the DLC registry of the environment's region; other regions have their own.
+        found = registry_account(chosen)
+        if found is None:
+            raise PinError(
+                f"no DLC registry is published in {chosen} (stacks/dlc_registry.py); regions with one: "
+                + ", ".join(DLC_REGISTRY_ACCOUNTS)
+            )
+        account, origin = found, f"the DLC registry account of {chosen} (stacks/dlc_registry.py)"
+    return DlcSource(environment, chosen, account, repository, pinned, origin)
 
 
 def ecr_client(region: str) -> Any:
@@ -138,8 +154,8 @@ def look_up(source: DlcSource, client: Any) -> dict[str, str]:
         detail = "; ".join(problems) if problems else "no image with a sha256 digest returned"
         raise PinError(
             f"{source.registry}: tag {', '.join(missing)} not found ({detail}). Check that the DLC publishes "
-            f"these tags in {source.region} (another region: --region) and that "
-            f"environments.{source.environment}.dlc.registry_account is that region's DLC account"
+            f"these tags in {source.region} (another region: --region) and that {source.registry_origin} "
+            f"({source.registry_account}) is that region's DLC account"
         )
     return {key: found[tag] for key, tag in DLC_TAGS.items()}
 
@@ -147,9 +163,8 @@ def look_up(source: DlcSource, client: Any) -> dict[str, str]:
 def _client_error(source: DlcSource, exc: Any) -> str:
     code = exc.response.get("Error", {}).get("Code", "")
     message = exc.response.get("Error", {}).get("Message", "")
-    arn = (
-        f"arn:{_partition(source.region)}:ecr:{source.region}:{source.registry_account}:repository/{source.repository}"
-    )
+    registry = f"{source.region}:{source.registry_account}"
+    arn = f"arn:{partition_of(source.region)}:ecr:{registry}:repository/{source.repository}"
     if code in ("AccessDeniedException", "AccessDenied"):
         return (
             f"access denied reading {source.registry} ({message}). The credentials need ecr:BatchGetImage on "
@@ -157,18 +172,13 @@ def _client_error(source: DlcSource, exc: Any) -> str:
         )
     if code == "RepositoryNotFoundException":
         return (
-            f"{source.registry}: no such repository ({message}). Check environments.{source.environment}.dlc "
-            f"(registry_account, repository) against the DLC registry of {source.region}"
+            f"{source.registry}: no such repository ({message}). Check "
+            f"environments.{source.environment}.dlc.repository and {source.registry_origin} "
+            f"against the DLC registry of {source.region}"
         )
     if code in ("UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException"):
         return f"the AWS credentials were refused ({code}: {message}); refresh them and pin again"
     return f"ECR refused BatchGetImage on {source.registry}: {code}: {message}"
-
-
-def _partition(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    return "aws-us-gov" if region.startswith("us-gov-") else "aws"
 
 
 def changes(source: DlcSource, digests: Mapping[str, str]) -> list[DigestChange]:

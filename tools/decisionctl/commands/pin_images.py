@@ -20,7 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "nothing else in the file changes. Needs ecr:BatchGetImage on the DLC repository."
     )
     p.add_argument("--env", required=True, metavar="ENV", help="the environment in cdk.json, e.g. dev or prod")
-    p.add_argument("--region", help="region to look the tags up in (default: environments.ENV.region)")
+    p.add_argument(
+        "--region",
+        help="region to look the tags up in (default: environments.ENV.region); another region is read from "
+        "its own DLC registry account (stacks/dlc_registry.py), not environments.ENV.dlc.registry_account",
+    )
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     p.add_argument("--cdk-json", default="cdk.json", metavar="FILE", help="the file to pin (default %(default)s)")
 
