@@ -6,13 +6,14 @@ Importing this module does nothing; tests call `build_app` with their own contex
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.config import DEFAULT_ENVIRONMENT, EnvironmentConfig, load_environment
+from stacks.config import DEFAULT_ENVIRONMENT, ConfigError, EnvironmentConfig, load_environment
 from stacks.foundation_stack import FoundationStack
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, load_github
 from stacks.placeholders import ALLOW_PLACEHOLDERS, allowed, refuse_placeholders
@@ -62,7 +63,12 @@ def _warn_placeholders(config: EnvironmentConfig, serving: cdk.Stack) -> None:
 
 
 def main() -> None:
-    build_app().synth()
+    try:
+        app = build_app()
+    except ConfigError as e:  # the message names every key and its fix; a traceback would only bury it
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+    app.synth()
 
 
 if __name__ == "__main__":

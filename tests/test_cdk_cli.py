@@ -15,9 +15,8 @@ CDK = ROOT / "bin" / "cdk"
 CLI = ROOT / "node_modules" / "aws-cdk" / "bin" / "cdk"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("environment", ["dev"])
-def test_cli_synth_offline_without_credentials(environment: str, tmp_path: Path) -> None:
+def _synth(tmp_path: Path, *context: str) -> subprocess.CompletedProcess[str]:
+    """`bin/cdk synth` with the given context, offline: no AWS variables, credentials or config files."""
     if not CLI.exists():
         pytest.fail("node_modules/aws-cdk is missing: run ./dev setup (npm ci)")
     if not (ROOT / ".venv" / "bin" / "python").exists():
@@ -29,21 +28,9 @@ def test_cli_synth_offline_without_credentials(environment: str, tmp_path: Path)
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
         "CDK_DISABLE_VERSION_CHECK": "1",
     }
-    out = tmp_path / "cdk.out"
-    result = subprocess.run(
-        # cdk.json's placeholder DLC digest stops synth without the flag, as CI passes it
-        [
-            str(CDK),
-            "synth",
-            "-c",
-            f"env={environment}",
-            "-c",
-            "allow_placeholders=true",
-            "--quiet",
-            "--no-notices",
-            "-o",
-            str(out),
-        ],
+    args = [str(CDK), "synth", *(a for c in context for a in ("-c", c)), "--quiet", "--no-notices"]
+    return subprocess.run(
+        [*args, "-o", str(tmp_path / "cdk.out")],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -51,13 +38,31 @@ def test_cli_synth_offline_without_credentials(environment: str, tmp_path: Path)
         timeout=300,
         check=False,
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("environment", ["dev"])
+def test_cli_synth_offline_without_credentials(environment: str, tmp_path: Path) -> None:
+    # cdk.json's placeholder DLC digest stops synth without the flag, as CI passes it
+    result = _synth(tmp_path, f"env={environment}", "allow_placeholders=true")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     # The CLI and app.py's jsii runtime run on a Node the CLI supports: no end-of-life banner.
     assert "end-of-life" not in result.stdout + result.stderr, result.stderr[-2000:]
-    assert sorted(p.name for p in out.glob("*.template.json")) == [
+    assert sorted(p.name for p in (tmp_path / "cdk.out").glob("*.template.json")) == [
         f"DecisionEndpoints-{environment}-Foundation.template.json",
         f"DecisionEndpoints-{environment}-Serving.template.json",
     ]
+
+
+@pytest.mark.slow
+def test_cli_stops_on_placeholders_with_the_fix_and_no_traceback(tmp_path: Path) -> None:
+    """What `cdk deploy` meets first: synth refuses the shipped all-zero digests before any stack exists."""
+    result = _synth(tmp_path, "env=prod")
+    assert result.returncode != 0
+    assert "decisionctl pin-images --env prod" in result.stderr, result.stderr[-2000:]
+    assert "environments.prod.model.sha256" in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert not list((tmp_path / "cdk.out").glob("*.template.json"))
 
 
 def test_the_cli_runs_on_a_node_it_supports() -> None:
