@@ -18,17 +18,17 @@ import pytest
 from decision_adapter import contract
 from decision_adapter.gguf_metadata import (
     InvalidDecisionMetadata,
+    ModelMetadata,
     UnsupportedDecisionScheme,
     bucket_of,
     read_decision_metadata,
 )
-from decision_adapter.gguf_scheme import LevScheme, OpenJevScheme, anchored_chunks, combine_anchored
-from decision_adapter.gguf_scheme import scheme_from_metadata as _scheme_from_metadata
 from decision_adapter.manifest import Calibration, Manifest, sha256_file, write_manifest
-from decision_adapter.prompt import options_of
+from decision_adapter.prompting import make_scheme, options_of
+from decision_adapter.prompting.gguf import LevScheme, OpenJevScheme, anchored_chunks, combine_anchored
+from decision_adapter.prompting.systemone import TemplateNotSeparable
 from decision_adapter.schemas import DecisionRequest
 from decision_adapter.settings import AdapterSettings
-from decision_adapter.systemone_template import TemplateNotSeparable
 from jevcompat import runner
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -293,11 +293,12 @@ def test_anchored_chunks_cover_every_option_and_recover_the_full_softmax() -> No
 
 def scheme(kind: str, vocab: Any, template: str = TEMPLATE) -> Any:
     meta = {**dict(vocab.metadata), "llama.decision.type": kind, "tokenizer.chat_template.systemone": template}
-    return _scheme_from_metadata(
-        meta,
+    return make_scheme(
+        ModelMetadata.read(meta),
+        read_decision_metadata(meta),
+        AdapterSettings(),
         bos_text="<|im_start|>",
         eos_text="<|im_end|>",
-        settings=AdapterSettings(),
         tokenize=lambda t: tokens(vocab, t),
     )
 

@@ -9,9 +9,9 @@ import numpy as np
 
 from . import contract
 from .engine import DecisionOutcome, Scored
-from .prompt import AnyQuestion
 from .schemas import (
     Answer,
+    AnyQuestion,
     ChoiceAnswer,
     ChoiceQuestion,
     DecisionResponse,

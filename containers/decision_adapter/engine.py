@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .calibration import ActiveCalibration
 from .errors import RuntimeFailure, TokenBudgetExceeded
-from .prompt import AnyQuestion, Option, options_of
+from .prompting import Option, PromptScheme, options_of
+from .prompting.base import single_token
 from .runtime import LlamaRuntime, NeedsRestore, Unit
-from .schemas import ChatCompletionRequest, DecisionRequest, Text
-from .scheme import PromptScheme
+from .schemas import AnyQuestion, ChatCompletionRequest, DecisionRequest, Text
 from .state_cache import Snapshot, StateCache, prefix_key
 
 
@@ -72,14 +73,14 @@ class DecisionEngine:
         scheme: PromptScheme,
         *,
         model_sha256: str,
-        calibration: dict[str, float] | None,
+        calibration: ActiveCalibration,
         cache: StateCache,
         reuse_states: bool = True,
     ) -> None:
         self.rt = runtime
         self.scheme = scheme
         self.model_sha256 = model_sha256
-        self.calibration = calibration  # the manifest's temperatures; None: the scheme's own
+        self.calibration = calibration
         self.cache = cache
         self.reuse_states = reuse_states
         self._label_tokens: dict[str, int] = {}
@@ -120,11 +121,6 @@ class DecisionEngine:
             stop=request.stop,
             seed=request.seed,
         )
-
-    def temperature(self, qtype: str, n_options: int) -> float:
-        if self.calibration is not None:
-            return self.calibration.get(qtype, 1.0)
-        return self.scheme.temperature(qtype, n_options)
 
     # -- planning
     @dataclass(frozen=True)
@@ -170,7 +166,9 @@ class DecisionEngine:
     def _label_token(self, piece: str) -> int:
         tok = self._label_tokens.get(piece)
         if tok is None:
-            tok = self.rt.label_tokens(self.scheme.tail, self.scheme.label_sep, [piece])[0]
+            tok = single_token(self.rt.tokenize, self.scheme.tail, self.scheme.label_sep + piece)
+            if tok is None:
+                raise RuntimeFailure(f"label {piece!r} is not a single token after the prompt for this model")
             self._label_tokens[piece] = tok
         return tok
 
@@ -217,7 +215,7 @@ class DecisionEngine:
             lp[p.order] = logprob_by_slot
             per_pass.append(lp)
         combined = self.scheme.combine(per_pass)
-        probs = softmax(combined / self.temperature(plan.question.type, n))
+        probs = softmax(combined / self.calibration.temperature(plan.question.type, n))
         probs = np.nan_to_num(probs, nan=1.0 / n)
         probs = probs / probs.sum()
         keys = [o.key for o in plan.options]

@@ -1,10 +1,10 @@
-"""Decision metadata a decision-tuned GGUF carries: which scheme it was trained with, its prompt
-template and its temperatures (the keys llama.cpp's tools/server/server-decision.cpp reads, b11434).
+"""What the adapter reads from a GGUF's metadata: the model's shape, tokenizer and chat-template keys, and the
+decision metadata a decision-tuned GGUF carries (scheme, systemone template, temperatures), each key read here only.
 
-Everything here is checked once at start-up: a GGUF that declares a scheme this adapter does not
-serve, or a temperature that is not a positive number, stops start-up with a message naming the
-key, because serving such a model with a guessed prompt or calibration would answer wrongly and
-silently.
+Decision keys are those llama.cpp's tools/server/server-decision.cpp reads (b11434). They are checked once at
+start-up: a GGUF that declares a scheme this adapter does not serve, or a temperature that is not a positive
+number, stops start-up with a message naming the key, because serving such a model with a guessed prompt or
+calibration would answer wrongly and silently.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .contract import QUESTION_TYPES
@@ -79,10 +80,49 @@ class DecisionMetadata:
     type_key: str  # where the type was read, for messages
 
 
-def read_decision_metadata(meta: dict[str, str]) -> DecisionMetadata | None:
+def architecture(meta: Mapping[str, str]) -> str:
+    """The prefix of the model's own keys (`llama` in `llama.context_length`)."""
+    return meta.get("general.architecture", "llama")
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """The GGUF's general keys the adapter uses, with llama.cpp's defaults where a key is absent."""
+
+    name: str | None
+    context_length: int  # the training context
+    block_count: int
+    head_count: int
+    head_count_kv: int
+    embedding_length: int
+    add_bos_token: bool
+    chat_template: str | None
+
+    @classmethod
+    def read(cls, meta: Mapping[str, str]) -> ModelMetadata:
+        arch = architecture(meta)
+        head_count_kv = int(meta.get(f"{arch}.attention.head_count_kv", meta.get(f"{arch}.attention.head_count", 8)))
+        return cls(
+            name=meta.get("general.name"),
+            context_length=int(meta.get(f"{arch}.context_length", 4096)),
+            block_count=int(meta.get(f"{arch}.block_count", 32)),
+            head_count=int(meta.get(f"{arch}.attention.head_count", head_count_kv)),
+            head_count_kv=head_count_kv,
+            embedding_length=int(meta.get(f"{arch}.embedding_length", 4096)),
+            add_bos_token=meta.get("tokenizer.ggml.add_bos_token", "true") != "false",
+            chat_template=meta.get("tokenizer.chat_template"),
+        )
+
+    def kv_bytes_per_token(self) -> int:
+        """K and V in f16 for every layer: what one token of evaluated state holds."""
+        head_dim = self.embedding_length // max(1, self.head_count)
+        return 2 * self.block_count * self.head_count_kv * head_dim * 2
+
+
+def read_decision_metadata(meta: Mapping[str, str]) -> DecisionMetadata | None:
     """The GGUF's decision metadata; None when it declares no decision type (the generic prompt applies).
     Raises UnsupportedDecisionScheme or InvalidDecisionMetadata, each naming the key."""
-    arch = meta.get("general.architecture", "llama")
+    arch = architecture(meta)
     type_key = f"{arch}.decision.type"
     declared = meta.get(type_key)
     if declared is None:
@@ -99,7 +139,7 @@ def read_decision_metadata(meta: dict[str, str]) -> DecisionMetadata | None:
     return DecisionMetadata(kind, template, read_temperatures(meta, arch), type_key)
 
 
-def read_temperatures(meta: dict[str, str], arch: str) -> Temperatures:
+def read_temperatures(meta: Mapping[str, str], arch: str) -> Temperatures:
     prefix = f"{arch}.decision.temperature."
     values: dict[str, float] = {}
     for key, raw in meta.items():

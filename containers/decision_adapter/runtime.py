@@ -40,18 +40,6 @@ class LlamaRuntime:
     def tokenize(self, text: str, *, add_bos: bool = False) -> Unit:
         return tuple(self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
 
-    def label_tokens(self, tail: str, sep: str, letters: Sequence[str]) -> list[int]:
-        """The token a model emits for each label right after `tail`: the difference between the
-        tokenization of tail+sep+letter and of tail. Each must be exactly one token."""
-        base = self.tokenize(tail)
-        out = []
-        for letter in letters:
-            toks = self.tokenize(tail + sep + letter)
-            if toks[: len(base)] != base or len(toks) != len(base) + 1:
-                raise RuntimeFailure(f"label {letter!r} is not a single token after the prompt for this model")
-            out.append(toks[-1])
-        return out
-
     # -- evaluation
     @property
     def units(self) -> list[Unit]:

@@ -47,7 +47,8 @@ class ScoreQuestion(BaseModel):
     criteria: Annotated[list[Text], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
 
 
-Question = Annotated[NoulQuestion | ChoiceQuestion | ScoreQuestion, Field(discriminator="type")]
+AnyQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
+Question = Annotated[AnyQuestion, Field(discriminator="type")]
 
 
 class DecisionRequest(BaseModel):
@@ -78,7 +79,7 @@ class ChatMessage(BaseModel):
     def _text_only(cls, value: str | list[Any] | None) -> str:
         """OpenAI's forms of text content, as the one string a chat template renders: null is empty (an
         assistant turn that only called tools), and an array of parts is its text parts joined by newlines.
-        Other parts (images, audio) are not served: a 422 says so instead of a template failing with a 500."""
+        Other parts (images, audio) are not served: a 422 names them."""
         if value is None:
             return ""
         if isinstance(value, str):

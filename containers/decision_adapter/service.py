@@ -1,5 +1,4 @@
-"""The loaded model behind the routes: engines (one llama.cpp context each), admission control,
-identity, and the chat path.
+"""The loaded model behind the routes: loading it, its engines (one llama.cpp context each), admission, counters.
 
 Capacity is a bounded permit count taken without waiting, as in text-generation-inference's
 router: `max_concurrency` contexts evaluate, `max_queue` requests may wait for one, and the next
@@ -18,21 +17,19 @@ from typing import Any, TypeVar
 import anyio
 
 from . import events
-from .contract import DEFAULT_MODEL_ALIAS, QUESTION_TYPES
+from .calibration import calibration_in_force
+from .contract import DEFAULT_MODEL_ALIAS
 from .engine import DecisionEngine, DecisionOutcome
 from .errors import Overloaded, RuntimeFailure, TokenBudgetExceeded, status_of
 from .events import log_rejection
-from .gguf_metadata import read_decision_metadata
-from .gguf_scheme import scheme_from_metadata
+from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
-from .model_files import ModelFile, find_gguf, verify_model
-from .prompt import build_template
+from .model_files import find_gguf, verify_model
+from .prompting import Tokenize, make_scheme
 from .runtime import LlamaRuntime
-from .schemas import CalibrationInForce, ChatCompletionRequest, DecisionRequest, RunIdentity
-from .scheme import GenericScheme, PromptScheme
+from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
 from .settings import AdapterSettings, RuntimeSettings
 from .state_cache import StateCache
-from .systemone_template import Tokenize
 
 log = logging.getLogger("decision_adapter.service")
 T = TypeVar("T")
@@ -79,17 +76,13 @@ class ModelService:
         self,
         *,
         settings: AdapterSettings,
-        runtime_settings: RuntimeSettings,
         engines: list[DecisionEngine],
         llms: list[Any],
-        model: ModelFile,
         identity: RunIdentity,
     ) -> None:
         self.settings = settings
-        self.runtime_settings = runtime_settings
         self.engines = engines
         self.llms = llms
-        self.model = model
         self.identity = identity
         self.model_name = identity.model_name
         model_file = identity.model_file
@@ -109,32 +102,30 @@ class ModelService:
         path = find_gguf(settings.model_dir, runtime_settings.model)
         model = verify_model(path, settings.expected_model_sha256)
         vocab = Llama(str(path), vocab_only=True, verbose=False)  # metadata only: cheap
-        vocab_meta: dict[str, str] = dict(vocab.metadata)
+        meta: dict[str, str] = dict(vocab.metadata)
         vocab.close()
-        read_decision_metadata(vocab_meta)  # refuse an unservable decision scheme before loading the weights
-        arch = vocab_meta.get("general.architecture", "llama")
-        n_ctx_train = int(vocab_meta.get(f"{arch}.context_length", 4096))
-        kwargs = runtime_settings.llama_kwargs(n_ctx_train)
+        gguf = ModelMetadata.read(meta)
+        decision = read_decision_metadata(meta)  # refuse an unservable decision scheme before loading the weights
+        kwargs = runtime_settings.llama_kwargs(gguf.context_length)
         llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(settings.max_concurrency)]
-        meta: dict[str, str] = dict(llms[0].metadata)
-        calibration = model.manifest.calibration if model.manifest and model.manifest.calibration else None
-        temperatures = {t: calibration.for_type(t) for t in QUESTION_TYPES} if calibration else None
         scheme = make_scheme(
-            meta,
+            gguf,
+            decision,
             settings,
             bos_text=_token_text(llms[0], "bos"),
             eos_text=_token_text(llms[0], "eos"),
             tokenize=_tokenizer(llms[0]),
         )
+        calibration = calibration_in_force(model.manifest, scheme)
         # One cache for all contexts: a snapshot restores into any context of the same model, and the budget
         # is the process's, not each context's.
-        cache = StateCache(cls._cache_budget(settings, llms[0]))
+        cache = StateCache(cache_budget(settings, gguf, n_ctx=int(llms[0].n_ctx())))
         engines = [
             DecisionEngine(
                 LlamaRuntime(llm),
                 scheme,
                 model_sha256=model.sha256,
-                calibration=temperatures,
+                calibration=calibration,
                 cache=cache,
                 reuse_states=settings.state_reuse,
             )
@@ -143,37 +134,17 @@ class ModelService:
         identity = build_identity(
             model_file=path.name,
             model_sha256=model.sha256,
-            model_name=settings.model_name or meta.get("general.name") or path.stem,
+            model_name=settings.model_name or gguf.name or path.stem,
             image_digest=settings.image_digest,
             llama_cpp_build=settings.llama_cpp_build,
             instance_types=settings.instance_types,
             threads=int(llms[0].context_params.n_threads),
             gpu_layers=runtime_settings.n_gpu_layers,
-            order_debias=bool(getattr(scheme, "order_debias", settings.order_debias)),
-            calibration=calibration_identity(scheme, temperatures),
+            order_debias=scheme.order_debias,
+            calibration=calibration.describe(),
             scheme=scheme.name,
         )
-        return cls(
-            settings=settings,
-            runtime_settings=runtime_settings,
-            engines=engines,
-            llms=llms,
-            model=model,
-            identity=identity,
-        )
-
-    @staticmethod
-    def _cache_budget(settings: AdapterSettings, llm: Any) -> int:
-        if settings.state_cache_mb is not None:
-            return settings.state_cache_mb * 1024 * 1024
-        meta = llm.metadata
-        arch = meta.get("general.architecture", "llama")
-        layers = int(meta.get(f"{arch}.block_count", 32))
-        kv_heads = int(meta.get(f"{arch}.attention.head_count_kv", meta.get(f"{arch}.attention.head_count", 8)))
-        heads = int(meta.get(f"{arch}.attention.head_count", kv_heads))
-        head_dim = int(meta.get(f"{arch}.embedding_length", 4096)) // max(1, heads)
-        per_token = 2 * layers * kv_heads * head_dim * 2  # K and V, f16
-        return min(DEFAULT_CACHE_CAP, DEFAULT_CACHE_CONTEXTS * per_token * int(llm.n_ctx()))
+        return cls(settings=settings, engines=engines, llms=llms, identity=identity)
 
     # -- work
     async def run(self, fn: Callable[[DecisionEngine], T], *, request_id: str, route: str) -> T:
@@ -222,28 +193,11 @@ class ModelService:
             llm.close()
 
 
-def make_scheme(
-    meta: dict[str, str], settings: AdapterSettings, *, bos_text: str, eos_text: str, tokenize: Tokenize
-) -> PromptScheme:
-    """The scheme the GGUF declares (its decision metadata wins), else this project's generic prompt in
-    the model's chat template. Raises DecisionMetadataError for a declared scheme that is not served."""
-    declared = scheme_from_metadata(meta, bos_text=bos_text, eos_text=eos_text, settings=settings, tokenize=tokenize)
-    if declared is not None:
-        return declared
-    add_bos = meta.get("tokenizer.ggml.add_bos_token", "true") != "false"
-    template = build_template(
-        meta.get("tokenizer.chat_template"), bos_text=bos_text, eos_text=eos_text, add_bos=add_bos
-    )
-    return GenericScheme(template, order_debias=settings.order_debias, debias_max_options=settings.debias_max_options)
-
-
-def calibration_identity(scheme: PromptScheme, manifest_temperatures: dict[str, float] | None) -> CalibrationInForce:
-    if manifest_temperatures is not None:
-        return CalibrationInForce(source="manifest", temperature=manifest_temperatures)
-    describe = getattr(scheme, "describe_temperatures", None)
-    if describe is not None:
-        return CalibrationInForce(source="gguf", temperature=describe())
-    return CalibrationInForce(source="identity", temperature=dict.fromkeys(QUESTION_TYPES, 1.0))
+def cache_budget(settings: AdapterSettings, gguf: ModelMetadata, *, n_ctx: int) -> int:
+    """DECISION_STATE_CACHE_MB, else a few full contexts' worth of KV state, capped."""
+    if settings.state_cache_mb is not None:
+        return settings.state_cache_mb * 1024 * 1024
+    return min(DEFAULT_CACHE_CAP, DEFAULT_CACHE_CONTEXTS * gguf.kv_bytes_per_token() * n_ctx)
 
 
 def _tokenizer(llm: Any) -> Tokenize:

@@ -1,6 +1,7 @@
-"""Decision-tuned GGUFs asked the way their authors trained them: the GGUF's own systemone template
-(systemone_template.py), label scheme and temperatures (gguf_metadata.py), as llama.cpp's
-tools/server/server-decision.cpp (b11434) asks them.
+"""The GGUF-declared schemes (openjev, lev): decision-tuned models asked the way their authors trained them.
+
+The GGUF's own systemone template (systemone.py), label scheme and temperatures (gguf_metadata.py),
+as llama.cpp's tools/server/server-decision.cpp asks them.
 
 openjev: labels A-Z then a-z, one per option, one order, a softmax over the label tokens' logits.
 Past 52 options (where llama.cpp answers 400) the question is asked in chunks of at most 52 that
@@ -20,39 +21,23 @@ import json
 import logging
 import math
 import string
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from .contract import MAX_CHOICE_OPTIONS
-from .gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata, Temperatures, read_decision_metadata
-from .prompt import AnyQuestion, Option, labels
-from .schemas import ChoiceQuestion, NoulQuestion, Text
-from .scheme import Code, PassSpec, PromptScheme, combine_passes
-from .settings import AdapterSettings
-from .systemone_template import QuestionView, SystemOneTemplate, Tokenize
+from ..contract import MAX_CHOICE_OPTIONS
+from ..gguf_metadata import TEMPLATE_KEY, DecisionMetadata, InvalidDecisionMetadata, Temperatures
+from ..schemas import AnyQuestion, ChoiceQuestion, Text
+from .base import Code, Option, PassSpec, PromptScheme, Tokenize, combine_passes, labels, leading_single_tokens
+from .systemone import QuestionView, SystemOneTemplate
 
-log = logging.getLogger("decision_adapter.gguf_scheme")
+log = logging.getLogger("decision_adapter.prompting")
 
 OPENJEV_LABELS = string.ascii_uppercase + string.ascii_lowercase
 LEV_CODES = [*string.ascii_uppercase, *(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase)][
     :MAX_CHOICE_OPTIONS
 ]
-
-
-def template_options(question: AnyQuestion) -> list[dict[str, Any]]:
-    """The options as the template sees them: keys as the answer names them, descriptions as sent."""
-    if isinstance(question, NoulQuestion):
-        crit = question.criteria
-        return [
-            {"key": "true", "description": crit.true if crit else None},
-            {"key": "false", "description": crit.false if crit else None},
-        ]
-    if isinstance(question, ChoiceQuestion):
-        return [{"key": name, "description": desc} for name, desc in question.criteria.items()]
-    return [{"key": str(i), "description": level} for i, level in enumerate(question.criteria)]
 
 
 def anchored_chunks(n: int, size: int) -> list[list[int]]:
@@ -81,7 +66,7 @@ class _SystemOneScheme:
 
     def __init__(self, template: SystemOneTemplate, temperatures: Temperatures, *, single_labels: int) -> None:
         self.template = template
-        self.temperatures = temperatures
+        self.declared_temperatures = temperatures
         self.single_labels = single_labels  # how many leading codes are one token each for this model
         self.name = f"{self.kind}/gguf-systemone"
         self.version = f"{self.kind}-systemone-{template.sha256[:16]}"  # cached states never cross templates
@@ -91,25 +76,18 @@ class _SystemOneScheme:
     def prefix_texts(self, state: Text) -> list[str]:
         return list(self.template.split(state).texts)
 
-    def temperature(self, qtype: str, n_options: int) -> float:
-        return self.temperatures.of(qtype, n_options)
-
-    def describe_temperatures(self) -> dict[str, float]:
-        return self.temperatures.describe()
-
     def _pass(
         self,
         question: AnyQuestion,
         *,
         qid: str,
         state: Text,
-        raw: list[dict[str, Any]],
+        options: list[Option],
         order: list[int],
         codes: list[Code],
     ) -> PassSpec:
-        view = QuestionView(
-            qid, question.type, question.instructions, [raw[i] for i in order], ["".join(c) for c in codes]
-        )
+        shown = [{"key": options[i].key, "description": options[i].description} for i in order]
+        view = QuestionView(qid, question.type, question.instructions, shown, ["".join(c) for c in codes])
         return PassSpec(self.template.suffix(state, view), order, codes)
 
 
@@ -118,14 +96,13 @@ class OpenJevScheme(_SystemOneScheme):
     order_debias = False
 
     def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]:
-        raw = template_options(question)
-        chunks = anchored_chunks(len(raw), self.single_labels)
+        chunks = anchored_chunks(len(options), self.single_labels)
         return [
             self._pass(
                 question,
                 qid=qid,
                 state=state,
-                raw=raw,
+                options=options,
                 order=chunk,
                 codes=[(OPENJEV_LABELS[j],) for j in range(len(chunk))],
             )
@@ -143,50 +120,37 @@ class LevScheme(_SystemOneScheme):
     order_debias = True
 
     def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]:
-        raw = template_options(question)
-        n = len(raw)
+        n = len(options)
         # One piece per code where every code of the question is one token; else two letters for all.
         codes: list[Code] = [(c,) for c in LEV_CODES[:n]] if n <= self.single_labels else labels(n)
         orders = [list(range(n))]
         if isinstance(question, ChoiceQuestion):
             orders.append(list(reversed(range(n))))
-        return [self._pass(question, qid=qid, state=state, raw=raw, order=order, codes=codes) for order in orders]
+        return [
+            self._pass(question, qid=qid, state=state, options=options, order=order, codes=codes) for order in orders
+        ]
 
     def combine(self, logprobs: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
         return combine_passes(logprobs, "mean")
 
 
-def leading_single_tokens(tail: str, codes: Sequence[str], tokenize: Tokenize) -> int:
-    """How many of `codes`, from the first, are each one token right after `tail`."""
-    base = list(tokenize(tail))
-    for i, code in enumerate(codes):
-        toks = list(tokenize(tail + code))
-        if toks[: len(base)] != base or len(toks) != len(base) + 1:
-            return i
-    return len(codes)
-
-
-def scheme_from_metadata(
-    meta: dict[str, str], *, bos_text: str, eos_text: str, settings: AdapterSettings, tokenize: Tokenize
-) -> PromptScheme | None:
-    """The scheme the GGUF declares; None when it declares none. Raises a DecisionMetadataError (a
-    ValueError) naming the key for a scheme that is not served or metadata that cannot be used.
-    `tokenize` is the model's (special tokens parsed, no BOS): labels must be single tokens, and the
-    prefix is cut where tokenization does not change."""
-    decision = read_decision_metadata(meta)
-    if decision is None:
-        return None
+def declared_scheme(
+    decision: DecisionMetadata, *, bos_text: str, eos_text: str, add_bos: bool, tokenize: Tokenize, cache_size: int
+) -> PromptScheme:
+    """The scheme the GGUF declares. Raises InvalidDecisionMetadata naming the key where its template or
+    labels cannot be used: labels must be single tokens, and the prefix is cut where tokenization does
+    not change. `cache_size`: how many states' prefix splits the template keeps."""
     template = SystemOneTemplate(
         decision.template,
         bos_text=bos_text,
         eos_text=eos_text,
-        add_bos=meta.get("tokenizer.ggml.add_bos_token", "true") != "false",
+        add_bos=add_bos,
         tokenize=tokenize,
         with_labels=decision.type == "lev",
-        cache_size=2 * settings.max_concurrency,
+        cache_size=cache_size,
     )
     codes = OPENJEV_LABELS if decision.type == "openjev" else LEV_CODES
-    single = leading_single_tokens(template.tail, codes, tokenize)
+    single = leading_single_tokens(tokenize, template.tail, codes)
     needed = 2 if decision.type == "openjev" else len(string.ascii_uppercase)
     if single < needed:
         raise InvalidDecisionMetadata(
@@ -203,7 +167,7 @@ def scheme_from_metadata(
                 "template_sha256": template.sha256,
                 "single_token_labels": single,
                 "state_shared": template.shares_state,
-                "temperature": scheme.describe_temperatures(),
+                "temperature": decision.temperatures.describe(),
             }
         )
     )

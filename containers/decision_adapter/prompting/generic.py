@@ -1,75 +1,32 @@
-"""What the model reads: the generic decision prompt, split into units that can be evaluated once
-and reused (header, state, question suffix).
+"""The generic scheme: this project's own decision prompt for any instruction model, in the model's chat template.
 
-The model's own chat template (from the GGUF) is rendered with two markers in the user turn, so
-the text around the state and the question is exactly what that template produces; the markers
-split it into the header (system turn and the start of the user turn), the state, and the
-question suffix that ends where the assistant's first token would be. The question id is never
-shown to the model, and one question's suffix never mentions another question.
+The model's chat template (from the GGUF) is rendered with two markers in the user turn, so the
+text around the state and the question is exactly what that template produces; the markers split it
+into the header (system turn and the start of the user turn), the state, and the question suffix that
+ends where the assistant's first token would be. The question id is never shown to the model, and one
+question's suffix never mentions another question. Labels are A-Z, then two-letter codes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import string
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+import numpy as np
+import numpy.typing as npt
 
-from .schemas import ChoiceQuestion, NoulQuestion, ScoreQuestion, Text
+from ..schemas import AnyQuestion, NoulQuestion, ScoreQuestion, Text
+from .base import Option, PassSpec, combine_passes, labels, render_text, sandbox
 
-log = logging.getLogger("decision_adapter.prompt")
+log = logging.getLogger("decision_adapter.prompting")
 TEMPLATE_VERSION = "generic-v2"
 SYSTEM_PROMPT = (
     "You are a careful decision assistant. Read the state, then answer the question by choosing exactly one "
     "of the labelled options. Reply with the option's label only."
 )
-LETTERS = string.ascii_uppercase
-SINGLE_LABEL_MAX = len(LETTERS)  # up to 26 options: one letter each; beyond, two-letter codes (see labels())
 _M1, _M2 = "\u2063\u2063STATE\u2063\u2063", "\u2063\u2063QUESTION\u2063\u2063"
-
-AnyQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
-
-
-def render_text(value: Text | None) -> str:
-    """Strings as they are; objects and arrays as compact JSON (structured text is model input too)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-
-
-@dataclass(frozen=True)
-class Option:
-    """One declared option: `key` is how the answer names it, `text` how the prompt shows it."""
-
-    key: str
-    text: str
-
-
-def options_of(question: AnyQuestion) -> list[Option]:
-    if isinstance(question, NoulQuestion):
-        crit = question.criteria
-        yes = render_text(crit.true) if crit else ""
-        no = render_text(crit.false) if crit else ""
-        return [Option("true", f"Yes: {yes}" if yes else "Yes"), Option("false", f"No: {no}" if no else "No")]
-    if isinstance(question, ChoiceQuestion):
-        return [
-            Option(name, f"{name}: {render_text(desc)}" if desc is not None else name)
-            for name, desc in question.criteria.items()
-        ]
-    return [Option(str(i), render_text(level)) for i, level in enumerate(question.criteria)]
-
-
-def labels(n: int) -> list[tuple[str, ...]]:
-    """Slot labels for n options: 'A'..'Z' up to 26; beyond, two-letter codes 'AA'..'JU' (group letter,
-    member letter), scored by the chain rule P(code) = P(group letter) * P(member letter | group letter)."""
-    if n <= SINGLE_LABEL_MAX:
-        return [(LETTERS[i],) for i in range(n)]
-    return [(LETTERS[i // SINGLE_LABEL_MAX], LETTERS[i % SINGLE_LABEL_MAX]) for i in range(n)]
 
 
 def question_head(question: AnyQuestion) -> str:
@@ -120,6 +77,7 @@ class PromptTemplate:
 
 
 def build_template(chat_template: str | None, *, bos_text: str, eos_text: str, add_bos: bool) -> PromptTemplate:
+    """The prompt in the model's chat template; the plain prompt where there is none or it cannot be used."""
     if chat_template:
         try:
             return _from_chat_template(chat_template, bos_text=bos_text, eos_text=eos_text, add_bos=add_bos)
@@ -138,19 +96,15 @@ def build_template(chat_template: str | None, *, bos_text: str, eos_text: str, a
 
 
 def _from_chat_template(chat_template: str, *, bos_text: str, eos_text: str, add_bos: bool) -> PromptTemplate:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-
-    def raise_exception(message: str) -> None:
-        raise ValueError(message)
-
-    env.globals["raise_exception"] = raise_exception
     content = f"{_M1}State:\n{_M1}{_M2}{_M2}"
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": content},
     ]
-    text = env.from_string(chat_template).render(
-        messages=messages, add_generation_prompt=True, bos_token=bos_text, eos_token=eos_text
+    text = (
+        sandbox()
+        .from_string(chat_template)
+        .render(messages=messages, add_generation_prompt=True, bos_token=bos_text, eos_token=eos_text)
     )
     if text.count(_M1) != 2 or text.count(_M2) != 2:
         raise ValueError("the chat template does not reproduce the user turn verbatim")
@@ -167,3 +121,37 @@ def _from_chat_template(chat_template: str, *, bos_text: str, eos_text: str, add
         add_bos=add_bos,
         source="gguf-chat-template",
     )
+
+
+class GenericScheme:
+    """This project's prompt: the state once, then each question in the given and (debiasing) the reversed order."""
+
+    declared_temperatures = None  # calibration comes from the manifest, or none
+
+    def __init__(self, template: PromptTemplate, *, order_debias: bool, debias_max_options: int) -> None:
+        self.template = template
+        self.order_debias = order_debias
+        self.debias_max_options = debias_max_options
+        self.name = f"{TEMPLATE_VERSION}/{template.source}"
+        self.version = TEMPLATE_VERSION
+        self.tail = template.tail
+        self.label_sep = template.label_sep
+        self.add_bos = template.add_bos
+
+    def prefix_texts(self, state: Text) -> list[str]:
+        return [self.template.header, self.template.state_part(state)]
+
+    def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]:
+        n = len(options)
+        orders = [list(range(n))]
+        if self.order_debias and n <= self.debias_max_options:
+            orders.append(list(reversed(range(n))))
+        codes = labels(n)
+        specs = []
+        for order in orders:
+            head, rest = self.template.question_parts(question, order, options)
+            specs.append(PassSpec(rest, order, codes, head_text=head))
+        return specs
+
+    def combine(self, logprobs: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
+        return combine_passes(logprobs, "logmean")

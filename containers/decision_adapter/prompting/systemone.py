@@ -1,13 +1,13 @@
-"""The systemone template of a decision-tuned GGUF (`tokenizer.chat_template.systemone`): rendered
-once per question and pass, and split into the prefix evaluated once per request and each pass's
-suffix (llama.cpp's tools/server/server-decision.cpp, b11434, renders it the same way).
+"""The systemone template of a decision-tuned GGUF: its renders, split into a shared prefix and per-pass suffixes.
+
+`tokenizer.chat_template.systemone` is rendered once per question and pass, and split into the prefix
+evaluated once per request and each pass's suffix (llama.cpp's tools/server/server-decision.cpp
+renders it the same way).
 
 Variables: `id`, `type`, `instructions`, `state`, `options` ([{key, description}]), `images` ([]) and,
 for schemes with codes, `label` (the codes in slot order). Values are passed as the request holds
 them: strings as strings, objects and arrays as such; the template turns non-strings into text with
-`tojson`, which here is plain JSON with non-ASCII kept (as in transformers' chat templates, not
-Jinja's HTML-escaping filter). `bos_token`, `eos_token` and `raise_exception` are defined as for chat
-templates; blocks are trimmed (trim_blocks, lstrip_blocks) as for chat templates.
+`tojson`; it renders in the chat templates' sandbox (base.sandbox), with `bos_token` and `eos_token`.
 
 Sharing the state across questions: rendering two unlike probe questions over the real state gives
 the text that does not depend on the question; cut after its last newline, at a point where
@@ -18,21 +18,18 @@ its own render, so the model reads exactly the tokens of the whole render.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import RuntimeFailure
-from .gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata
-from .schemas import Text
+from ..errors import RuntimeFailure
+from ..gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata
+from ..schemas import Text
+from .base import Tokenize, sandbox, to_json
 
-Tokenize = Callable[[str], Sequence[int]]
 _STABLE_CUT_TRIES = (8, 32)  # newline cuts, then character cuts, tried before giving up on a prefix
 
 
@@ -76,14 +73,6 @@ _PROBES = (
 _SENTINEL_STATES: tuple[Text, Text] = ("Sentinel state, first.", {"sentinel": ["second", 2]})
 
 
-def to_json(value: Any, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _raise(message: str) -> None:
-    raise TemplateError(message)
-
-
 @dataclass(frozen=True)
 class _Split:
     texts: list[str]  # what the engine evaluates once per request, in units
@@ -104,11 +93,8 @@ class SystemOneTemplate:
         with_labels: bool,
         cache_size: int,
     ) -> None:
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        env.filters["tojson"] = to_json
-        env.globals["raise_exception"] = _raise
         try:
-            self._template = env.from_string(source)
+            self._template = sandbox().from_string(source)
         except TemplateError as e:
             raise InvalidDecisionMetadata(f"{TEMPLATE_KEY} does not compile: {e}") from None
         self.sha256 = hashlib.sha256(source.encode("utf-8")).hexdigest()

@@ -1,0 +1,39 @@
+"""How a model is asked: the scheme interface (base), the generic scheme, and the schemes a GGUF declares.
+
+`make_scheme` picks one: the scheme the GGUF's decision metadata declares (gguf.py, with its systemone
+template in systemone.py), else this project's generic prompt in the model's chat template (generic.py).
+"""
+
+from __future__ import annotations
+
+from ..gguf_metadata import DecisionMetadata, ModelMetadata
+from ..settings import AdapterSettings
+from .base import Option, PassSpec, PromptScheme, Tokenize, options_of
+from .generic import GenericScheme, build_template
+from .gguf import declared_scheme
+
+__all__ = ["Option", "PassSpec", "PromptScheme", "Tokenize", "make_scheme", "options_of"]
+
+
+def make_scheme(
+    model: ModelMetadata,
+    decision: DecisionMetadata | None,
+    settings: AdapterSettings,
+    *,
+    bos_text: str,
+    eos_text: str,
+    tokenize: Tokenize,
+) -> PromptScheme:
+    """The scheme the GGUF declares (its decision metadata wins), else the generic prompt. Raises
+    InvalidDecisionMetadata where a declared scheme's template or labels cannot be used."""
+    if decision is not None:
+        return declared_scheme(
+            decision,
+            bos_text=bos_text,
+            eos_text=eos_text,
+            add_bos=model.add_bos_token,
+            tokenize=tokenize,
+            cache_size=2 * settings.max_concurrency,
+        )
+    template = build_template(model.chat_template, bos_text=bos_text, eos_text=eos_text, add_bos=model.add_bos_token)
+    return GenericScheme(template, order_debias=settings.order_debias, debias_max_options=settings.debias_max_options)

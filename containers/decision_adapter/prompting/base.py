@@ -1,0 +1,150 @@
+"""What every prompt scheme shares: the scheme interface the engine and the service read, a question's
+options, label tokens, how passes combine, and the one Jinja sandbox model templates render in."""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..gguf_metadata import Temperatures
+from ..schemas import AnyQuestion, ChoiceQuestion, NoulQuestion, Text
+
+Tokenize = Callable[[str], Sequence[int]]  # the model's tokenizer: special tokens parsed, no BOS
+Code = tuple[str, ...]  # a label as pieces that are each one token: ("B",) or the two-letter ("A", "C")
+LETTERS = string.ascii_uppercase
+SINGLE_LABEL_MAX = len(LETTERS)  # up to 26 options: one letter each; beyond, two-letter codes (see labels())
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared option: `key` names it in the answer, `text` shows it in the generic prompt, and
+    `description` is the request's criterion as sent (what a GGUF's own template is given)."""
+
+    key: str
+    text: str
+    description: Text | None
+
+
+def render_text(value: Text | None) -> str:
+    """Strings as they are; objects and arrays as compact JSON (structured text is model input too)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def options_of(question: AnyQuestion) -> list[Option]:
+    """The options in declared order: noul is `true` then `false`, score levels are keyed "0".."n-1"."""
+    if isinstance(question, NoulQuestion):
+        crit = question.criteria
+        yes, no = (crit.true, crit.false) if crit else (None, None)
+        return [
+            Option("true", f"Yes: {render_text(yes)}" if render_text(yes) else "Yes", yes),
+            Option("false", f"No: {render_text(no)}" if render_text(no) else "No", no),
+        ]
+    if isinstance(question, ChoiceQuestion):
+        return [
+            Option(name, f"{name}: {render_text(desc)}" if desc is not None else name, desc)
+            for name, desc in question.criteria.items()
+        ]
+    return [Option(str(i), render_text(level), level) for i, level in enumerate(question.criteria)]
+
+
+def labels(n: int) -> list[Code]:
+    """Slot labels for n options: 'A'..'Z' up to 26; beyond, two-letter codes 'AA'..'JU' (group letter,
+    member letter), scored by the chain rule P(code) = P(group letter) * P(member letter | group letter)."""
+    if n <= SINGLE_LABEL_MAX:
+        return [(LETTERS[i],) for i in range(n)]
+    return [(LETTERS[i // SINGLE_LABEL_MAX], LETTERS[i % SINGLE_LABEL_MAX]) for i in range(n)]
+
+
+def single_token(tokenize: Tokenize, tail: str, piece: str) -> int | None:
+    """The one token the model reads for `piece` right after `tail`; None where it is not one token."""
+    base = list(tokenize(tail))
+    toks = list(tokenize(tail + piece))
+    if toks[: len(base)] != base or len(toks) != len(base) + 1:
+        return None
+    return toks[-1]
+
+
+def leading_single_tokens(tokenize: Tokenize, tail: str, codes: Sequence[str]) -> int:
+    """How many of `codes`, from the first, are each one token right after `tail`."""
+    for i, code in enumerate(codes):
+        if single_token(tokenize, tail, code) is None:
+            return i
+    return len(codes)
+
+
+def to_json(value: Any, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+    """`tojson` as in transformers' chat templates: plain JSON with non-ASCII kept, not HTML-escaped."""
+    return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise(message: str) -> None:
+    raise TemplateError(message)
+
+
+def sandbox() -> ImmutableSandboxedEnvironment:
+    """The environment a model's own Jinja template (chat or systemone) renders in: sandboxed, blocks
+    trimmed, and `raise_exception` and `tojson` as chat templates expect them."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = to_json
+    env.globals["raise_exception"] = _raise
+    return env
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    """One reading of a question: the text after the prefix, and which option sits in which slot."""
+
+    suffix_text: str
+    order: list[int]  # order[slot] = index of the option shown in that slot
+    codes: list[Code]  # codes[slot] = the label the model answers with for that slot
+    head_text: str = ""  # text before suffix_text shared by all passes of the question (read once)
+
+
+class PromptScheme(Protocol):
+    """How a model is asked. The engine is the same for every scheme; a scheme says what text is shared
+    per state (the prefix), what each question adds per option order (the passes), which labels name the
+    options and how passes combine."""
+
+    name: str  # reported in run identity
+    version: str  # part of the state-cache key: a changed prompt never reuses old states
+    tail: str  # text right before the answer, to find each label's token
+    label_sep: str  # text between the tail and a label
+    add_bos: bool
+
+    @property
+    def order_debias(self) -> bool:
+        """Whether questions are read in more than one option order (run identity says)."""
+
+    @property
+    def declared_temperatures(self) -> Temperatures | None:
+        """The temperatures the GGUF declares; None where the scheme declares none."""
+
+    def prefix_texts(self, state: Text) -> list[str]: ...
+
+    def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]: ...
+
+    def combine(self, logprobs: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]: ...
+
+
+Combination = Literal["logmean", "mean"]
+
+
+def combine_passes(logprobs: list[npt.NDArray[np.float64]], how: Combination) -> npt.NDArray[np.float64]:
+    """Per-option log-scores from each pass's log-probabilities: the mean of logs (a product of experts)
+    or the log of the mean of probabilities (llama.cpp's `lev`)."""
+    stacked = np.stack(logprobs)
+    if how == "logmean" or len(logprobs) == 1:
+        return np.asarray(stacked.mean(axis=0), dtype=np.float64)
+    return np.asarray(np.log(np.exp(stacked).mean(axis=0)), dtype=np.float64)
