@@ -5,7 +5,7 @@ Every number is a ratio of two things measured in the same run, alternating, on 
 
     .venv/bin/python benchmarks/adapter_bench.py [--quick] [--out benchmarks/results.json]
 
-Adapters run as processes through the `serve` entrypoint (tests/conftest.py's launcher), each with
+Adapters run as processes through the `serve` entrypoint (decision_adapter.launcher), each with
 the settings its comparison needs; raw llama-cpp-python runs in this process.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,13 +22,8 @@ from typing import Any
 
 import httpx
 import psutil
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from decisionctl.bench import percentiles  # noqa: E402
-
-from tests.conftest import MODEL_DIR, MODEL_FILE, AdapterProcess, start_adapter  # noqa: E402
+from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, ROOT, AdapterProcess, start_adapter
+from decisionctl.bench import percentiles
 
 TICKET = (
     "Hello, I was charged twice for my March invoice (order #4471) and the refund I was promised last week "
@@ -98,7 +92,8 @@ def bench_overhead_and_generation(tmp: Path, n: int) -> dict[str, Any]:
     """Adapter latency for one question vs raw llama-cpp-python eval of the same tokens; decision vs a chat
     completion that writes the label, on the same prompt."""
     import llama_cpp
-    from decision_adapter.prompt import SYSTEM_PROMPT, build_template, options_of, question_text
+    from decision_adapter.prompting import options_of
+    from decision_adapter.prompting.generic import SYSTEM_PROMPT, build_template, question_text
     from decision_adapter.schemas import ChoiceQuestion
     from llama_cpp import Llama
 

