@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import events, handlers
+from . import RELEASE_DATE, __version__, events, handlers
 from .contract import DEFAULT_MODEL_ALIAS
 from .errors import (
     ERROR_TABLE,
@@ -34,8 +34,6 @@ from .events import requests_log
 from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .service import ModelService
 from .settings import AdapterSettings, RuntimeSettings
-
-RELEASE_DATE = "2026-11-30"
 
 
 class BodyLimit:
@@ -92,7 +90,7 @@ def create_app(
 
     app = FastAPI(
         title="Decision adapter",
-        version="0.1.0",
+        version=__version__,
         lifespan=lifespan,
         description="System One decision API over llama.cpp logits, in SageMaker's container contract.",
     )
@@ -107,10 +105,9 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, err: RequestValidationError) -> Response:
-        """422 with where and why (decision-api.md), without FastAPI's echo of the offending input. The input can
-        be customer text, which error bodies carry into client logs. It can also be a non-finite number
-        (Python's JSON reader accepts `Infinity` and `NaN`), which JSON cannot carry back, so echoing it
-        turned a bad request into a 500."""
+        """422 with where and why (decision-api.md), without FastAPI's echo of the offending input: the input can
+        be customer text, which error bodies carry into client logs, or a non-finite number (Python's JSON
+        reader accepts `Infinity` and `NaN`) that a JSON body cannot carry back."""
         detail = [
             {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
             for e in err.errors()

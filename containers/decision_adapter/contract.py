@@ -12,7 +12,6 @@ from collections.abc import Sequence
 QUESTION_TYPES = ("noul", "choice", "score")
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
-MAX_BODY_BYTES = 6 * 1024 * 1024  # SageMaker real-time payload limit
 DEFAULT_MODEL_ALIAS = "jev-latest"
 SUM_TOLERANCE = 1e-6
 

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 
+from . import __version__
 from .schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
 
 
@@ -79,7 +80,7 @@ def build_identity(
         model_name=model_name,
         llama_cpp_python=_package_version("llama-cpp-python"),
         llama_cpp_build=llama_cpp_build or "bundled-with-llama-cpp-python",
-        adapter=_package_version("gguf-decision-endpoints"),
+        adapter=__version__,
         image_digest=image_digest or "unset",
         instance_types=instance_types or "unset",
         hardware=hardware(threads),

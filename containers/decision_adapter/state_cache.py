@@ -77,11 +77,6 @@ class StateCache:
             self._bytes += size
             return True
 
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
-
     def counters(self) -> dict[str, int]:
         return {
             "entries": len(self._items),
