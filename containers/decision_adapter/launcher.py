@@ -68,11 +68,12 @@ def start_adapter(
     *,
     model_dir: Path = MODEL_DIR,
     env: dict[str, str] | None = None,
+    unset: tuple[str, ...] = (),
     wait: bool = True,
     timeout: float = 120,
 ) -> AdapterProcess:
-    """`serve` on a free local port, two threads, with `env` over a clean DECISION_*/SM_LLAMA_CPP_* slate;
-    its log goes to a file under `tmp`."""
+    """`serve` on a free local port, two threads, with `env` over a clean DECISION_*/SM_LLAMA_CPP_* slate and
+    the `unset` names removed (SM_LLAMA_CPP_THREADS: the adapter's own default); its log goes to a file under `tmp`."""
     port = free_port()
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("DECISION_", "SM_LLAMA_CPP_"))}
     full_env.update(
@@ -85,6 +86,8 @@ def start_adapter(
         }
     )
     full_env.update(env or {})
+    for name in unset:
+        full_env.pop(name, None)
     tmp.mkdir(parents=True, exist_ok=True)
     log_path = tmp / f"adapter-{port}.log"
     proc = subprocess.Popen(

@@ -106,7 +106,7 @@ class ModelService:
         vocab.close()
         gguf = ModelMetadata.read(meta)
         decision = read_decision_metadata(meta)  # refuse an unservable decision scheme before loading the weights
-        kwargs = runtime_settings.llama_kwargs(gguf.context_length)
+        kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=settings.max_concurrency)
         llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(settings.max_concurrency)]
         scheme = make_scheme(
             gguf,

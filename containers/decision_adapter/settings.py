@@ -101,11 +101,16 @@ class RuntimeSettings:
     use_mmap: bool = True
     ignored: tuple[str, ...] = field(default=())
 
-    def llama_kwargs(self, n_ctx_train: int) -> dict[str, Any]:
+    def llama_kwargs(self, n_ctx_train: int, *, contexts: int = 1) -> dict[str, Any]:
+        """Keyword arguments of each of `contexts` llama.cpp contexts. Threads: SM_LLAMA_CPP_THREADS, else the
+        cores split across the contexts; batch threads as many unless SM_LLAMA_CPP_THREADS_BATCH says (the
+        stock server's rule; llama-cpp-python's own defaults, half the host's CPUs for decoding and all of them
+        for prompts, oversubscribe the cores as soon as two contexts evaluate at once)."""
+        threads = self.n_threads or threads_per_context(contexts)
         return {
             "n_ctx": self.n_ctx or min(n_ctx_train, DEFAULT_MAX_CTX),
-            "n_threads": self.n_threads,
-            "n_threads_batch": self.n_threads_batch,
+            "n_threads": threads,
+            "n_threads_batch": self.n_threads_batch or threads,
             "n_batch": self.n_batch,
             "n_ubatch": self.n_ubatch,
             "n_gpu_layers": self.n_gpu_layers,
@@ -114,6 +119,23 @@ class RuntimeSettings:
             "use_mlock": self.use_mlock,
             "use_mmap": self.use_mmap,
         }
+
+
+def available_cores() -> int:
+    """The CPUs this process may run on (its affinity, which a container's cpuset narrows), not the host's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity outside Linux
+        return os.cpu_count() or 1
+
+
+def threads_per_context(contexts: int, cores: int | None = None) -> int:
+    """The cores split evenly across the model contexts, at least one thread each. Contexts evaluate at the same
+    time, and ggml's OpenMP workers spin while they wait for each other, so more threads than cores slows
+    every context down many times over instead of sharing the cores."""
+    if contexts < 1:
+        raise ValueError("at least one context")
+    return max(1, (available_cores() if cores is None else cores) // contexts)
 
 
 def _int(lo: int, hi: int) -> Callable[[str], int]:
