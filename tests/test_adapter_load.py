@@ -1,12 +1,17 @@
-"""The adapter under load, on the real SmolLM2 model over real HTTP: threads split across the contexts.
+"""The adapter under load, on the real SmolLM2 model over real HTTP: threads split across the contexts, and a
+413 that reaches a client which sends its whole body before reading.
 
-One adapter for the module, started on the adapter's own thread default (no SM_LLAMA_CPP_THREADS).
+One adapter for the module, started on the adapter's own thread default (no SM_LLAMA_CPP_THREADS), with a
+1 MiB body limit.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Iterator
 
 import httpx
 import pytest
@@ -18,7 +23,8 @@ TICKET = "I was charged twice for my March invoice and the refund has not arrive
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
 DECISION = {"model": "jev-latest", "state": TICKET, "questions": {"refund": NOUL}}
 CONTEXTS = 1
-MODULE_ENV = {"DECISION_MAX_CONCURRENCY": str(CONTEXTS)}
+BODY_LIMIT = 1 << 20
+MODULE_ENV = {"DECISION_MAX_CONCURRENCY": str(CONTEXTS), "DECISION_MAX_BODY_BYTES": str(BODY_LIMIT)}
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +65,29 @@ def test_run_identity_reports_the_default_split(adapter: AdapterProcess) -> None
     assert r.json()["x_run"]["hardware"]["threads"] == expected
     ready = next(line for line in adapter.log_lines() if line.get("event") == "ready")
     assert ready["identity"]["hardware"]["threads"] == expected  # type: ignore[index]
+
+
+# -- 413 on a plain client
+
+
+def _chunks(size: int) -> Iterable[bytes]:
+    for start in range(0, size, 1 << 16):
+        yield b" " * min(1 << 16, size - start)
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_body_over_the_limit_gets_its_413_on_a_client_that_sends_it_all_first(
+    adapter: AdapterProcess, framing: str
+) -> None:
+    """urllib writes the whole body before it reads and asks for Connection: close; a 2 MiB body against a 1 MiB
+    limit was answered unread, and the socket closed on unread data reset the connection (Broken pipe) instead."""
+    size = 2 * BODY_LIMIT
+    data: bytes | Iterable[bytes] = b" " * size if framing == "content-length" else _chunks(size)
+    request = urllib.request.Request(  # noqa: S310 - the adapter's own http:// URL
+        adapter.url + "/invocations", data=data, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=60)  # noqa: S310 - as above
+    assert caught.value.code == 413
+    assert json.loads(caught.value.read())["detail"]["error_type"] == "payload_too_large"
+    assert post(adapter, DECISION).status_code == 200  # and the adapter serves on

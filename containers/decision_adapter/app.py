@@ -35,19 +35,30 @@ from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelLis
 from .service import ModelService
 from .settings import AdapterSettings, RuntimeSettings
 
+DRAIN_FACTOR = 2  # bodies up to this many times the limit are read to their end before the 413 goes out
+
 
 class BodyLimit:
-    """413 before reading a body larger than the limit (declared or streamed): nothing is buffered past it."""
+    """413 for a body larger than the limit (declared or streamed); nothing past the limit is kept.
+
+    Before the 413 the body is read and dropped, up to DRAIN_FACTOR times the limit: a client that sends its whole
+    body before it reads (urllib, which also asks to close the connection after the response) would otherwise find
+    the connection reset, since a socket closed with unread data resets, and never see the 413. Larger bodies, and
+    those of a client waiting for 100-continue (it sends nothing until asked), are answered without reading.
+    """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+        self.app, self.limit, self.drain_limit = app, limit, DRAIN_FACTOR * limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            if int(declared) <= self.drain_limit and headers.get(b"expect", b"").lower() != b"100-continue":
+                await self._drain(receive, 0)
             await self._reject(scope, receive, send)
             return
         seen = 0
@@ -58,10 +69,22 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
+                    if message.get("more_body", False):
+                        await self._drain(receive, seen)
                     raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
             return message
 
         await self.app(scope, limited, send)
+
+    async def _drain(self, receive: Receive, seen: int) -> None:
+        """Read and drop the rest of the body, or as much of it as keeps the total within the drain limit."""
+        while seen <= self.drain_limit:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            seen += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
         err = PayloadTooLarge(f"request body exceeds {self.limit} bytes (SageMaker's payload limit is 6 MB)")
