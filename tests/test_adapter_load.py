@@ -1,20 +1,24 @@
-"""The adapter under load, on the real SmolLM2 model over real HTTP: threads split across the contexts, and a
-413 that reaches a client which sends its whole body before reading.
+"""The adapter under load, on the real SmolLM2 model over real HTTP: a Retry-After estimated from the requests
+ahead and recent service times, threads split across the contexts, and a 413 that reaches a client which sends
+its whole body before reading.
 
-One adapter for the module, started on the adapter's own thread default (no SM_LLAMA_CPP_THREADS), with a
-1 MiB body limit.
+One adapter for the module: one decision context and no queue, so a second request finds no permit; the
+adapter's own thread default (no SM_LLAMA_CPP_THREADS); a 1 MiB body limit. The Retry-After test comes first so
+that the first request the adapter serves is the long one it times.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
 
 import httpx
 import pytest
+from decision_adapter.admission import MAX_RETRY_AFTER_S, ServiceTime, retry_after_estimate
 from decision_adapter.settings import runtime_from_env, threads_per_context
 
 from tests.conftest import AdapterProcess, require_model, start_adapter
@@ -24,7 +28,12 @@ NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"
 DECISION = {"model": "jev-latest", "state": TICKET, "questions": {"refund": NOUL}}
 CONTEXTS = 1
 BODY_LIMIT = 1 << 20
-MODULE_ENV = {"DECISION_MAX_CONCURRENCY": str(CONTEXTS), "DECISION_MAX_BODY_BYTES": str(BODY_LIMIT)}
+MODULE_ENV = {
+    "DECISION_MAX_CONCURRENCY": str(CONTEXTS),
+    "DECISION_MAX_QUEUE": "0",
+    "DECISION_MAX_BODY_BYTES": str(BODY_LIMIT),
+}
+SENTENCE = "The customer says the March invoice was charged twice, the refund never came and the login fails. "
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +46,87 @@ def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess
 
 def post(adapter: AdapterProcess, body: dict[str, object], timeout: float = 120) -> httpx.Response:
     return httpx.post(adapter.url + "/v1/systemone", json=body, timeout=timeout)
+
+
+def long_decision(tag: str) -> dict[str, object]:
+    """About 600 tokens of a state no other request has (no cache hit) and three questions: seconds here."""
+    return {**DECISION, "state": f"Ticket {tag}. " + SENTENCE * 25, "questions": {f"q{i}": NOUL for i in range(3)}}
+
+
+def decision_lane(adapter: AdapterProcess) -> dict[str, float]:
+    lanes = httpx.get(adapter.url + "/metrics", timeout=30).json()["lanes"]
+    return dict(lanes["decisions"])
+
+
+class Running:
+    """A request sent from a thread; `wait_admitted` returns once the decision lane holds it."""
+
+    def __init__(self, adapter: AdapterProcess, body: dict[str, object]) -> None:
+        self.response: httpx.Response | None = None
+        self.thread = threading.Thread(target=self._send, args=(adapter, body))
+        self.thread.start()
+
+    def _send(self, adapter: AdapterProcess, body: dict[str, object]) -> None:
+        self.response = post(adapter, body, timeout=300)
+
+    def join(self) -> httpx.Response:
+        self.thread.join(timeout=300)
+        assert self.response is not None
+        return self.response
+
+
+def wait_admitted(adapter: AdapterProcess, count: int) -> None:
+    for _ in range(600):
+        if decision_lane(adapter)["admitted"] >= count:
+            return
+        threading.Event().wait(0.02)
+    raise AssertionError(f"the decision lane never held {count} requests")
+
+
+# -- Retry-After
+
+
+def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AdapterProcess) -> None:
+    """The header is the estimate from the one request running and the service time measured on the last one, not
+    a constant: a first long request sets the service time (it replaces the prior of 1 s), a second holds the only
+    context, and a third is turned away with Retry-After = ceil(1 x that time / 1 context)."""
+    first = post(adapter, long_decision("first"))
+    assert first.status_code == 200, first.text
+    served = decision_lane(adapter)
+    assert served["served"] == 1 and served["service_s"] > 1.0, served  # seconds of a 600-token state here
+    assert served["service_s"] == pytest.approx(first.json()["x_timing_ms"]["total"] / 1e3, abs=0.2)
+    running = Running(adapter, long_decision("second"))
+    wait_admitted(adapter, 1)
+    turned_away = post(adapter, DECISION)
+    during = decision_lane(adapter)
+    assert running.join().status_code == 200
+    assert turned_away.status_code == 429 and turned_away.json()["detail"]["error_type"] == "overloaded"
+    expected = retry_after_estimate(1, served["service_s"], CONTEXTS)
+    assert int(turned_away.headers["retry-after"]) == during["retry_after_s"] == expected >= 2
+    assert f"retry after {expected} s" in turned_away.json()["detail"]["message"]
+
+
+def test_the_estimate_spreads_the_requests_ahead_over_the_contexts() -> None:
+    assert retry_after_estimate(3, 1.7, 1) == 6  # 5.1 s: rounded up, never early
+    assert retry_after_estimate(3, 1.7, 2) == 3
+    assert retry_after_estimate(10, 0.3, 1) == 3  # 3.0000000000000004 in floating point is 3 s, not 4
+    assert retry_after_estimate(0, 5.0, 1) == 1 and retry_after_estimate(1, 0.01, 1) == 1  # at least the floor
+    assert retry_after_estimate(1, 0.5, 1, floor_s=2) == 2
+    assert retry_after_estimate(100, 2.0, 1) == MAX_RETRY_AFTER_S == 60  # at most SageMaker's 60 s
+    with pytest.raises(ValueError, match="context"):
+        retry_after_estimate(1, 1.0, 0)
+
+
+def test_service_time_starts_at_the_prior_and_follows_recent_requests() -> None:
+    mean = ServiceTime(prior_s=1.0, weight=0.2)
+    assert mean.mean_s == 1.0
+    mean.observe(3.0)
+    assert mean.mean_s == 3.0  # the first measurement replaces the prior
+    mean.observe(4.0)
+    assert mean.mean_s == pytest.approx(3.2)
+    for _ in range(30):
+        mean.observe(0.5)
+    assert mean.mean_s == pytest.approx(0.5, abs=0.01)
 
 
 # -- threads

@@ -1,26 +1,23 @@
 """The loaded model behind the routes: loading it, its engines (one llama.cpp context each), admission, counters.
 
-Capacity is a bounded permit count taken without waiting, as in text-generation-inference's
-router: `max_concurrency` contexts evaluate, `max_queue` requests may wait for one, and the next
-request is refused at once with 429 and Retry-After instead of queueing without bound.
+Capacity is a bounded permit count, as in text-generation-inference's router (admission.py):
+`max_concurrency` contexts evaluate, `max_queue` requests may wait for one, and the next request is
+refused with 429 and a Retry-After estimated from the requests ahead, instead of queueing without bound.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import anyio
-
 from . import events
+from .admission import Lane
 from .calibration import calibration_in_force
 from .contract import DEFAULT_MODEL_ALIAS
 from .engine import DecisionEngine, DecisionOutcome
-from .errors import Overloaded, RuntimeFailure, TokenBudgetExceeded, status_of
+from .errors import RuntimeFailure, TokenBudgetExceeded, status_of
 from .events import log_rejection
 from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
@@ -44,33 +41,6 @@ class Counters:
     errors: int = 0  # runtime failures
 
 
-class Admission:
-    """Permits = contexts + queue slots, taken without waiting."""
-
-    def __init__(self, limit: int, retry_after_s: int) -> None:
-        self.limit = limit
-        self.retry_after_s = retry_after_s
-        self.admitted = 0
-        self.rejected = 0
-        self._lock = threading.Lock()
-
-    def enter(self, *, request_id: str, route: str) -> None:
-        with self._lock:
-            if self.admitted >= self.limit:
-                self.rejected += 1
-                err = Overloaded(
-                    f"the endpoint is at capacity ({self.limit} requests admitted); retry after {self.retry_after_s} s",
-                    retry_after=self.retry_after_s,
-                )
-                log_rejection(request_id, route, status_of(err), events.OVERLOAD_REJECTED)
-                raise err
-            self.admitted += 1
-
-    def leave(self) -> None:
-        with self._lock:
-            self.admitted -= 1
-
-
 class ModelService:
     def __init__(
         self,
@@ -88,10 +58,7 @@ class ModelService:
         model_file = identity.model_file
         self.served_names = {DEFAULT_MODEL_ALIAS, self.model_name, model_file, model_file.removesuffix(".gguf")}
         self.counters = Counters()
-        self.admission = Admission(len(engines) + settings.max_queue, settings.retry_after_s)
-        self._idle: asyncio.Queue[DecisionEngine] = asyncio.Queue()
-        for e in engines:
-            self._idle.put_nowait(e)
+        self.decisions = Lane("decisions", engines, max_queue=settings.max_queue, retry_floor_s=settings.retry_after_s)
 
     # -- loading
     @classmethod
@@ -148,23 +115,16 @@ class ModelService:
 
     # -- work
     async def run(self, fn: Callable[[DecisionEngine], T], *, request_id: str, route: str) -> T:
-        """Admit (or refuse with 429 at once), wait for an idle context, run `fn` off the event loop."""
-        self.admission.enter(request_id=request_id, route=route)
+        """Run `fn` on a decision context once admitted (or refused with 429); failures are counted and logged."""
         try:
-            engine = await self._idle.get()
-            try:
-                return await anyio.to_thread.run_sync(fn, engine)
-            except TokenBudgetExceeded as e:
-                log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
-                raise
-            except RuntimeFailure as e:
-                self.counters.errors += 1
-                log_rejection(request_id, route, status_of(e), events.RUNTIME_FAILURE)
-                raise
-            finally:
-                self._idle.put_nowait(engine)
-        finally:
-            self.admission.leave()
+            return await self.decisions.run(fn, request_id=request_id, route=route)
+        except TokenBudgetExceeded as e:
+            log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
+            raise
+        except RuntimeFailure as e:
+            self.counters.errors += 1
+            log_rejection(request_id, route, status_of(e), events.RUNTIME_FAILURE)
+            raise
 
     async def decide(self, request: DecisionRequest, *, request_id: str, route: str) -> DecisionOutcome:
         outcome = await self.run(lambda engine: engine.decide(request), request_id=request_id, route=route)
@@ -181,10 +141,11 @@ class ModelService:
         return {
             "decisions": self.counters.decisions,
             "chats": self.counters.chats,
-            "rejected_overload": self.admission.rejected,
+            "rejected_overload": self.decisions.rejected,
             "errors": self.counters.errors,
-            "admitted_now": self.admission.admitted,
-            "admission_limit": self.admission.limit,
+            "admitted_now": self.decisions.admitted,
+            "admission_limit": self.decisions.limit,
+            "lanes": {"decisions": self.decisions.describe()},
             "state_cache": self.engines[0].cache.counters(),
         }
 

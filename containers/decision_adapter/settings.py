@@ -46,7 +46,13 @@ class AdapterSettings(BaseSettings):
     max_queue: int = Field(
         16, ge=0, le=10_000, description="Requests that may wait for a context; past it, 429 at once."
     )
-    retry_after_s: int = Field(1, ge=0, le=60, description="Retry-After seconds sent with 429.")
+    retry_after_s: int = Field(
+        1,
+        ge=1,
+        le=60,
+        description="The least Retry-After (seconds) a 429 sends; the value is estimated from the requests ahead "
+        "and recent service times, at most 60.",
+    )
     max_body_bytes: int = Field(
         6 * 1024 * 1024, ge=1024, description="Larger bodies get 413 (SageMaker's own limit is 6 MB)."
     )

@@ -1,0 +1,121 @@
+"""Admission to a lane of model contexts: permits (its contexts plus queue slots), and a 429 whose Retry-After
+is estimated from the requests ahead and the lane's recent service times when none is left.
+
+A constant Retry-After is right only for one request length: with seconds-long requests, clients told to come
+back after 1 s return while the queue is still full and are refused again (measured in issue 16: 6.0 sends per
+accepted decision with 1 s requests). The estimate says when the requests now in the lane will be done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+from . import events
+from .errors import Overloaded, status_of
+from .events import log_rejection
+
+E = TypeVar("E")
+T = TypeVar("T")
+MAX_RETRY_AFTER_S = 60  # SageMaker's invocation limit: past it a client does better elsewhere than waiting here
+PRIOR_SERVICE_S = 1.0  # the service time assumed until a request has been served
+SERVICE_WEIGHT = 0.2  # the newest service time's weight in the running mean: about the last five requests count
+
+
+def retry_after_estimate(
+    ahead: int, service_s: float, contexts: int, *, floor_s: int = 1, cap_s: int = MAX_RETRY_AFTER_S
+) -> int:
+    """Whole seconds until the `ahead` requests in a lane are done at `service_s` each, spread over its contexts:
+    rounded up (Retry-After takes whole seconds; early is what made clients come back to a full queue), at least
+    `floor_s`, at most `cap_s`."""
+    if contexts < 1:
+        raise ValueError("a lane has at least one context")
+    seconds = math.ceil(round(max(0, ahead) * max(0.0, service_s) / contexts, 3))  # 3.0000000000000004 is 3
+    return min(cap_s, max(floor_s, seconds))
+
+
+class ServiceTime:
+    """A running mean of how long requests held a context, weighted to the recent ones; a prior until the first."""
+
+    def __init__(self, prior_s: float = PRIOR_SERVICE_S, weight: float = SERVICE_WEIGHT) -> None:
+        self.mean_s = prior_s
+        self.weight = weight
+        self.observed = 0
+
+    def observe(self, seconds: float) -> None:
+        self.mean_s = seconds if self.observed == 0 else self.mean_s + self.weight * (seconds - self.mean_s)
+        self.observed += 1
+
+
+class Lane(Generic[E]):
+    """Contexts for one kind of work and their admission: a request takes a permit (there are as many as contexts
+    plus `max_queue`), then the next idle context, and runs off the event loop. All state is touched on the event
+    loop only, so no lock is needed."""
+
+    def __init__(
+        self,
+        name: str,
+        contexts: list[E],
+        *,
+        max_queue: int,
+        retry_floor_s: int = 1,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if not contexts:
+            raise ValueError(f"lane {name!r} has no context")
+        self.name = name
+        self.contexts = contexts
+        self.limit = len(contexts) + max_queue
+        self.retry_floor_s = retry_floor_s
+        self.service = ServiceTime()
+        self.admitted = 0  # running and queued
+        self.rejected = 0
+        self._clock = clock
+        self._idle: asyncio.Queue[E] = asyncio.Queue()
+        for context in contexts:
+            self._idle.put_nowait(context)
+
+    def retry_after(self) -> int:
+        return retry_after_estimate(self.admitted, self.service.mean_s, len(self.contexts), floor_s=self.retry_floor_s)
+
+    async def run(self, fn: Callable[[E], T], *, request_id: str, route: str) -> T:
+        """Take a permit (or raise Overloaded with the estimate), then an idle context, and run `fn` on it in a
+        worker thread; the time it held the context feeds the estimate."""
+        if self.admitted >= self.limit:
+            self.rejected += 1
+            seconds = self.retry_after()
+            err = Overloaded(
+                f"the endpoint is at capacity for {self.name} ({self.limit} requests admitted); "
+                f"retry after {seconds} s",
+                retry_after=seconds,
+            )
+            log_rejection(request_id, route, status_of(err), events.OVERLOAD_REJECTED)
+            raise err
+        self.admitted += 1
+        try:
+            context = await self._idle.get()
+            start = self._clock()
+            try:
+                return await anyio.to_thread.run_sync(fn, context)
+            finally:
+                self.service.observe(self._clock() - start)
+                self._idle.put_nowait(context)
+        finally:
+            self.admitted -= 1
+
+    def describe(self) -> dict[str, Any]:
+        """The lane's state for /metrics."""
+        return {
+            "contexts": len(self.contexts),
+            "limit": self.limit,
+            "admitted": self.admitted,
+            "rejected": self.rejected,
+            "service_s": round(self.service.mean_s, 4),
+            "served": self.service.observed,
+            "retry_after_s": self.retry_after(),
+        }
