@@ -1,4 +1,5 @@
-"""The decision response built from the engine's scored options: the one place an answer takes its shape."""
+"""The decision response built from the engine's scored options: the one place an answer takes its shape,
+and where a served threshold policy gives each answer its action."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from . import contract
 from .engine import DecisionOutcome, Scored
+from .policy import Policy, verdict
 from .schemas import (
     Answer,
     AnyQuestion,
@@ -25,12 +27,23 @@ from .schemas import (
 
 
 def decision_response(
-    *, model: str, questions: dict[str, AnyQuestion], outcome: DecisionOutcome, run: RunRecord, total_ms: float
+    *,
+    model: str,
+    questions: dict[str, AnyQuestion],
+    outcome: DecisionOutcome,
+    run: RunRecord,
+    total_ms: float,
+    policy: Policy | None = None,
+    min_label_mass: float | None = None,
 ) -> DecisionResponse:
-    """The response to one decision request, answers in the request's question order."""
+    """The response to one decision request, answers in the request's question order; with a policy, each
+    answer's action (`min_label_mass`: the environment's minimum, which overrides the policy's)."""
     return DecisionResponse(
         model=model,
-        answers={qid: answer_of(outcome.answers[qid], q) for qid, q in questions.items()},
+        answers={
+            qid: answer_of(outcome.answers[qid], q, policy=policy, min_label_mass=min_label_mass)
+            for qid, q in questions.items()
+        },
         usage=Usage(input_tokens=outcome.input_tokens),
         x_run=run,
         x_timing_ms=Timings(**outcome.timings_ms, total=round(total_ms, 2)),
@@ -38,14 +51,29 @@ def decision_response(
     )
 
 
-def answer_of(scored: Scored, question: AnyQuestion) -> Answer:
+def answer_of(
+    scored: Scored, question: AnyQuestion, *, policy: Policy | None = None, min_label_mass: float | None = None
+) -> Answer:
     """The contract's answer object for one question (decision-api.md, Response)."""
     probs = scored.probs
     extensions: dict[str, Any] = {
         "x_margin": round(contract.margin(probs), 6),
         "x_options_sha256": scored.options_sha256,
         "x_orders": scored.orders,
+        "x_label_mass": scored.label_mass,
+        "x_out_of_scope": scored.out_of_scope,
     }
+    if policy is not None:
+        taken = verdict(
+            policy,
+            question.type,
+            probs,
+            options_sha256=scored.options_sha256,
+            label_mass=scored.label_mass,
+            min_label_mass=min_label_mass,
+            out_of_scope=scored.out_of_scope,
+        )
+        extensions |= {"x_action": taken.action, "x_action_reason": taken.reason}
     if isinstance(question, NoulQuestion):
         return NoulAnswer(noul=probs[0], **extensions)
     if isinstance(question, ChoiceQuestion):

@@ -2,10 +2,14 @@
 
 For each question the model reads header + state + question suffix; the answer is a softmax over
 the logits of the option labels' tokens at the final position, and nothing is generated. With
-order-debiasing, each question is scored under the given and the reversed option order and the
-two log-probability vectors are averaged per option (a product of experts), so a model's taste
-for the first label cannot decide the answer. Calibration divides the combined score by the
-question type's temperature before the final softmax.
+order-debiasing, each question is scored under several option orders (the scheme's: the given and
+the reversed, or every rotation) and the log-probability vectors are averaged per option (a product
+of experts), so a model's taste for a slot cannot decide the answer. Calibration divides the combined
+score by the question type's temperature before the final softmax.
+
+Two abstention signals come from the same logits: the label mass (the whole vocabulary's probability
+on the offered labels, averaged over the orders) and, for an out-of-scope question, the probability
+of the added "none of these" option, split off so that the declared options still sum to 1.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ import numpy.typing as npt
 from .calibration import ActiveCalibration
 from .errors import RuntimeFailure, TokenBudgetExceeded
 from .prompting import Option, PromptScheme, options_of
-from .prompting.base import single_token
+from .prompting.base import OUT_OF_SCOPE, single_token
 from .runtime import LlamaRuntime, NeedsRestore, Unit
 from .schemas import AnyQuestion, ChatCompletionRequest, DecisionRequest, Text
+from .signals import label_mass, split_out_of_scope
 from .state_cache import Snapshot, StateCache, prefix_key
 
 
@@ -37,6 +42,8 @@ class Scored:
     options_sha256: str
     suffix_tokens: int
     orders: int
+    label_mass: float | None = None  # mean over the orders of P(an offered label), whole vocabulary, in (0, 1]
+    out_of_scope: float | None = None  # P("none of these") among all offered options; None where not offered
 
 
 @dataclass
@@ -76,6 +83,7 @@ class DecisionEngine:
         calibration: ActiveCalibration,
         cache: StateCache,
         reuse_states: bool = True,
+        out_of_scope: bool = False,
     ) -> None:
         self.rt = runtime
         self.scheme = scheme
@@ -83,6 +91,7 @@ class DecisionEngine:
         self.calibration = calibration
         self.cache = cache
         self.reuse_states = reuse_states
+        self.out_of_scope = out_of_scope and scheme.supports_out_of_scope  # every question, not only those opting in
         self._label_tokens: dict[str, int] = {}
         self._units_of_text: dict[str, Unit] = {}
         self._prefix_snapshot: tuple[tuple[Unit, ...], bytes] | None = None
@@ -133,8 +142,9 @@ class DecisionEngine:
     @dataclass(frozen=True)
     class _Plan:
         question: AnyQuestion
-        options: list[Option]
+        options: list[Option]  # the declared ones, then OUT_OF_SCOPE where offered
         passes: list[DecisionEngine._Pass]
+        out_of_scope: bool
 
     def _prefix_units(self, state: Text) -> tuple[Unit, ...]:
         units = []
@@ -151,8 +161,11 @@ class DecisionEngine:
 
     def _plan(self, qid: str, question: AnyQuestion, state: Text) -> DecisionEngine._Plan:
         options = options_of(question)
+        out_of_scope = self.scheme.supports_out_of_scope and (self.out_of_scope or question.x_out_of_scope)
+        if out_of_scope:
+            options.append(OUT_OF_SCOPE)
         passes = []
-        for spec in self.scheme.passes(question, options, qid=qid, state=state):
+        for spec in self.scheme.passes(question, options, qid=qid, state=state, out_of_scope=out_of_scope):
             codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
             if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
                 raise RuntimeFailure("labels of one question must all be one token or all be two")
@@ -161,7 +174,7 @@ class DecisionEngine:
         if len(passes) == 1 and passes[0].head:  # nothing to share: one read instead of two
             only = passes[0]
             passes = [DecisionEngine._Pass((), only.head + only.suffix, only.order, only.codes)]
-        return DecisionEngine._Plan(question, options, passes)
+        return DecisionEngine._Plan(question, options, passes, out_of_scope)
 
     def _label_token(self, piece: str) -> int:
         tok = self._label_tokens.get(piece)
@@ -207,38 +220,48 @@ class DecisionEngine:
 
     def _score(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> Scored:
         n = len(plan.options)
-        per_pass = []
+        declared = n - 1 if plan.out_of_scope else n
+        per_pass, masses = [], []
         for p in plan.passes:
             units = [*prefix, p.head, p.suffix] if p.head else [*prefix, p.suffix]
-            logprob_by_slot = self._slot_logprobs(units, p.codes)
+            logprob_by_slot, mass = self._slot_logprobs(units, p.codes)
             lp = np.empty(n)
             lp[p.order] = logprob_by_slot
             per_pass.append(lp)
+            masses.append(mass)
         combined = self.scheme.combine(per_pass)
-        probs = softmax(combined / self.calibration.temperature(plan.question.type, n))
-        probs = np.nan_to_num(probs, nan=1.0 / n)
+        temperature = self.calibration.temperature(plan.question.type, declared)
+        p_out: float | None = None
+        if plan.out_of_scope:
+            probs, p_out = split_out_of_scope(combined, temperature)
+        else:
+            probs = softmax(combined / temperature)
+        probs = np.nan_to_num(probs, nan=1.0 / declared)
         probs = probs / probs.sum()
-        keys = [o.key for o in plan.options]
-        scored = Scored(
-            keys,
+        return Scored(
+            [o.key for o in plan.options[:declared]],
             [float(p) for p in probs],
             options_hash(plan.question),
             len(plan.passes[0].suffix),
             len(plan.passes),
+            label_mass=float(np.mean(masses)),
+            out_of_scope=p_out,
         )
-        return scored
 
-    def _slot_logprobs(self, units: list[Unit], codes: list[tuple[int, ...]]) -> npt.NDArray[np.float64]:
+    def _slot_logprobs(self, units: list[Unit], codes: list[tuple[int, ...]]) -> tuple[npt.NDArray[np.float64], float]:
         """log P(slot): a softmax over single label tokens, or the chain rule over two-token codes,
-        P(code) = P(first | prompt) * P(second | prompt, first), each restricted to the declared codes."""
+        P(code) = P(first | prompt) * P(second | prompt, first), each restricted to the declared codes; and the
+        label mass, the same probabilities over the whole vocabulary summed over the codes."""
         logits = self._eval(units).astype(np.float64)
         if len(codes[0]) == 1:
-            return log_softmax(logits[[c[0] for c in codes]])
+            return log_softmax(logits[[c[0] for c in codes]]), label_mass(logits, codes)
         firsts = sorted({c[0] for c in codes}, key=[c[0] for c in codes].index)
         first = log_softmax(logits[firsts])
         out = np.empty(len(codes))
+        after: dict[int, npt.NDArray[np.float64]] = {}
         for gi, head in enumerate(firsts):
             members = [i for i, c in enumerate(codes) if c[0] == head]
             inner = self._eval([*units, (head,)]).astype(np.float64)
+            after[head] = inner
             out[members] = first[gi] + log_softmax(inner[[codes[i][1] for i in members]])
-        return out
+        return out, label_mass(logits, codes, after)

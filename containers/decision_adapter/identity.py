@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import __version__
 from .schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
+from .signals import DebiasMode
 
 
 def _package_version(name: str) -> str:
@@ -73,6 +74,8 @@ def build_identity(
     calibration: CalibrationInForce,
     order_debias: bool,
     scheme: str,
+    order_debias_mode: DebiasMode | None = None,
+    policy: str | None = None,
 ) -> RunIdentity:
     return RunIdentity(
         model_file=model_file,
@@ -88,4 +91,6 @@ def build_identity(
         prompt_template=scheme,
         order_debias=order_debias,
         calibration=calibration,
+        order_debias_mode=order_debias_mode,
+        policy=policy,
     )

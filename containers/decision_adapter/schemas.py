@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from .contract import DEFAULT_MODEL_ALIAS, MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
+from .policy import Action, Reason
+from .signals import DebiasMode
 
 # Text the caller may send wherever the contract says "description": a string, an object or an array.
 Text = str | dict[str, Any] | list[Any]
@@ -23,12 +25,18 @@ class NoulCriteria(BaseModel):
     false: Text | None = None
 
 
+# Opt-in per question: offer the model a "none of these" option too and report its probability as the answer's
+# x_out_of_scope. Not part of what defines the options (model_dump leaves it out, so x_options_sha256 keeps).
+OutOfScope = Annotated[bool, Field(False, exclude=True)]
+
+
 class NoulQuestion(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     type: Literal["noul"]
     instructions: Text | None = None
     criteria: NoulCriteria | None = None
+    x_out_of_scope: OutOfScope = False
 
 
 class ChoiceQuestion(BaseModel):
@@ -37,6 +45,7 @@ class ChoiceQuestion(BaseModel):
     type: Literal["choice"]
     instructions: Text | None = None
     criteria: Annotated[dict[str, Text | None], Field(min_length=MIN_CHOICE_OPTIONS, max_length=MAX_CHOICE_OPTIONS)]
+    x_out_of_scope: OutOfScope = False
 
 
 class ScoreQuestion(BaseModel):
@@ -45,6 +54,7 @@ class ScoreQuestion(BaseModel):
     type: Literal["score"]
     instructions: Text | None = None
     criteria: Annotated[list[Text], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
+    x_out_of_scope: OutOfScope = False
 
 
 AnyQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
@@ -130,6 +140,10 @@ class AnswerExtensions(BaseModel):
     x_margin: float | None = None  # top probability minus the runner-up
     x_options_sha256: str | None = None  # hash of what defines the options: changed wording, changed hash
     x_orders: int | None = None  # option orders the question was read in
+    x_label_mass: float | None = None  # the model's probability, over its whole vocabulary, on the offered labels
+    x_out_of_scope: float | None = None  # probability of the added "none of these" option, where it was offered
+    x_action: Action | None = None  # under the served threshold policy (x_run.policy names it)
+    x_action_reason: Reason | None = None
 
     @model_serializer(mode="wrap")
     def _extensions_last(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -207,6 +221,8 @@ class RunIdentity(BaseModel):
     prompt_template: str
     order_debias: bool
     calibration: CalibrationInForce
+    order_debias_mode: DebiasMode | None = None
+    policy: str | None = None  # version of the threshold policy the answers' x_action come from
 
 
 class RunRecord(RunIdentity):

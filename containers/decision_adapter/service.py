@@ -22,6 +22,7 @@ from .events import log_rejection
 from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
 from .model_files import find_gguf, verify_model
+from .policy import Policy
 from .prompting import Tokenize, make_scheme
 from .runtime import LlamaRuntime
 from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
@@ -49,8 +50,10 @@ class ModelService:
         engines: list[DecisionEngine],
         llms: list[Any],
         identity: RunIdentity,
+        policy: Policy | None = None,
     ) -> None:
         self.settings = settings
+        self.policy = policy  # the manifest's threshold policy, checked against the model and calibration at start
         self.engines = engines
         self.llms = llms
         self.identity = identity
@@ -68,6 +71,9 @@ class ModelService:
 
         path = find_gguf(settings.model_dir, runtime_settings.model)
         model = verify_model(path, settings.expected_model_sha256)
+        policy = model.manifest.policy if model.manifest is not None else None
+        if model.manifest is not None and policy is not None:  # refused before the weights load, as a checksum is
+            policy.check_binding(model_sha256=model.sha256, calibration_sha256=model.manifest.calibration_sha256())
         vocab = Llama(str(path), vocab_only=True, verbose=False)  # metadata only: cheap
         meta: dict[str, str] = dict(vocab.metadata)
         vocab.close()
@@ -95,6 +101,7 @@ class ModelService:
                 calibration=calibration,
                 cache=cache,
                 reuse_states=settings.state_reuse,
+                out_of_scope=settings.out_of_scope,
             )
             for llm in llms
         ]
@@ -108,10 +115,12 @@ class ModelService:
             threads=int(llms[0].context_params.n_threads),
             gpu_layers=runtime_settings.n_gpu_layers,
             order_debias=scheme.order_debias,
+            order_debias_mode=getattr(scheme, "debias_mode", None),  # the generic scheme's; a GGUF's own has none
             calibration=calibration.describe(),
             scheme=scheme.name,
+            policy=policy.version if policy is not None else None,
         )
-        return cls(settings=settings, engines=engines, llms=llms, identity=identity)
+        return cls(settings=settings, engines=engines, llms=llms, identity=identity, policy=policy)
 
     # -- work
     async def run(self, fn: Callable[[DecisionEngine], T], *, request_id: str, route: str) -> T:

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .signals import DebiasMode, debias_mode
 
 SM_PREFIX = "SM_LLAMA_CPP_"
 DEFAULT_MAX_CTX = 8192  # enough for 255 described options; KV memory grows with it
@@ -59,13 +61,35 @@ class AdapterSettings(BaseSettings):
     api_key: SecretStr | None = Field(
         None, description="If set, require Authorization: Bearer <key> (for runs outside SageMaker)."
     )
-    order_debias: bool = Field(True, description="Score each question under the given and the reversed option order.")
+    order_debias: DebiasMode = Field(
+        "reverse",
+        description="Option orders each question is read in: off (the given one), reverse (also true: the given and "
+        "the reversed), rotations (every cyclic rotation, so each option sits in each slot once).",
+    )
+    rotation_max_options: int = Field(
+        8,
+        ge=2,
+        le=26,
+        description="With rotations, questions of at most this many options are read in every rotation (one suffix "
+        "per option); longer ones in the given and the reversed order.",
+    )
     debias_max_options: int = Field(
         26,
         ge=2,
         le=255,
         description="Debias questions with at most this many options; longer lists (two-letter "
         "codes) are scored once, since their option list dominates the prompt and a second order doubles its cost.",
+    )
+    min_label_mass: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="Under a served policy, abstain where the label mass is below this (overrides the policy's own).",
+    )
+    out_of_scope: bool = Field(
+        False,
+        description="Offer every question a 'none of these' option and report its probability as x_out_of_scope "
+        "(a question can opt in alone with x_out_of_scope: true).",
     )
     log_text: bool = Field(
         False, description="Log raw state and instruction text. Off: decision inputs can hold customer data."
@@ -88,6 +112,12 @@ class AdapterSettings(BaseSettings):
     llama_cpp_build: str = Field("", description="llama.cpp build of the image's library, set by the Dockerfile.")
     model_name: str = Field("", description="Name served in /v1/models and responses; default the GGUF's general.name.")
     drain_timeout_s: int = Field(25, ge=0, le=300, description="On SIGTERM, how long in-flight requests may finish.")
+
+    @field_validator("order_debias", mode="before")
+    @classmethod
+    def _debias_mode(cls, raw: object) -> object:
+        """true and false keep the meaning they always had (reverse, off)."""
+        return debias_mode(raw) if isinstance(raw, str | bool) else raw
 
 
 @dataclass(frozen=True)

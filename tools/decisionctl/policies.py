@@ -32,15 +32,8 @@ def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> 
             f"the cases were scored on model sha256 {served or 'not reported'}, but the manifest is for "
             f"{manifest.sha256}: serve this manifest's model and evaluate again"
         )
+    # the temperatures in force must be the manifest's: then the served numbers are the ones measured
     calibration = run.get("calibration") or {}
-    if "sha256" in calibration:
-        if calibration["sha256"] != manifest.calibration_sha256():
-            raise PolicyRefused(
-                f"the cases were scored under calibration {calibration['sha256']}, but the manifest's calibration "
-                f"hashes to {manifest.calibration_sha256()}: restart the adapter on this manifest and evaluate again"
-            )
-        return
-    # an adapter that does not report the hash: the temperatures in force must be the manifest's
     source, temperatures = calibration.get("source"), calibration.get("temperature") or {}
     if manifest.calibration is None:
         matches = source != "manifest"

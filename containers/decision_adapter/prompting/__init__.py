@@ -36,4 +36,9 @@ def make_scheme(
             cache_size=2 * settings.max_concurrency,
         )
     template = build_template(model.chat_template, bos_text=bos_text, eos_text=eos_text, add_bos=model.add_bos_token)
-    return GenericScheme(template, order_debias=settings.order_debias, debias_max_options=settings.debias_max_options)
+    return GenericScheme(
+        template,
+        debias_mode=settings.order_debias,
+        debias_max_options=settings.debias_max_options,
+        rotation_max_options=settings.rotation_max_options,
+    )

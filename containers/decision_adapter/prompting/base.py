@@ -33,6 +33,12 @@ class Option:
     description: Text | None
 
 
+# The option an out-of-scope question adds after its declared ones (decision-api.md's explicit way out).
+OUT_OF_SCOPE = Option(
+    "x_out_of_scope", "None of these: the state does not give enough information, or no option fits", None
+)
+
+
 def render_text(value: Text | None) -> str:
     """Strings as they are; objects and arrays as compact JSON (structured text is model input too)."""
     if value is None:
@@ -122,6 +128,7 @@ class PromptScheme(Protocol):
     tail: str  # text right before the answer, to find each label's token
     label_sep: str  # text between the tail and a label
     add_bos: bool
+    supports_out_of_scope: bool  # can offer OUT_OF_SCOPE after the declared options (its own prompt allows it)
 
     @property
     def order_debias(self) -> bool:
@@ -133,7 +140,10 @@ class PromptScheme(Protocol):
 
     def prefix_texts(self, state: Text) -> list[str]: ...
 
-    def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]: ...
+    def passes(
+        self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text, out_of_scope: bool = False
+    ) -> list[PassSpec]:
+        """The readings of a question; with `out_of_scope`, `options` ends with OUT_OF_SCOPE, kept in the last slot."""
 
     def combine(self, logprobs: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]: ...
 

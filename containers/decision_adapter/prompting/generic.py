@@ -5,6 +5,10 @@ text around the state and the question is exactly what that template produces; t
 into the header (system turn and the start of the user turn), the state, and the question suffix that
 ends where the assistant's first token would be. The question id is never shown to the model, and one
 question's suffix never mentions another question. Labels are A-Z, then two-letter codes.
+
+Orders (DECISION_ORDER_DEBIAS): the given one (off), the given and the reversed (reverse), or every
+cyclic rotation (rotations), so each option is read in each slot once. An out-of-scope question's
+added option stays in the last slot in every order: the declared options move around it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..schemas import AnyQuestion, NoulQuestion, ScoreQuestion, Text
+from ..signals import DebiasMode, option_orders
 from .base import Option, PassSpec, combine_passes, labels, render_text, sandbox
 
 log = logging.getLogger("decision_adapter.prompting")
@@ -39,8 +44,8 @@ def question_head(question: AnyQuestion) -> str:
 def options_block(question: AnyQuestion, order: list[int], options: list[Option]) -> str:
     """The labelled options for one order (order[slot] = index of the option shown in that slot)."""
     codes = ["".join(code) for code in labels(len(order))]
-    if isinstance(question, ScoreQuestion):
-        low, high = codes[order.index(0)], codes[order.index(len(order) - 1)]
+    if isinstance(question, ScoreQuestion):  # the extremes are levels, never an added out-of-scope option
+        low, high = codes[order.index(0)], codes[order.index(len(question.criteria) - 1)]
         lines = [f"Levels ({low} is the lowest, {high} the highest):"]
     else:
         lines = ["Options:"]
@@ -124,14 +129,24 @@ def _from_chat_template(chat_template: str, *, bos_text: str, eos_text: str, add
 
 
 class GenericScheme:
-    """This project's prompt: the state once, then each question in the given and (debiasing) the reversed order."""
+    """This project's prompt: the state once, then each question in the orders of the debiasing mode."""
 
     declared_temperatures = None  # calibration comes from the manifest, or none
+    supports_out_of_scope = True
 
-    def __init__(self, template: PromptTemplate, *, order_debias: bool, debias_max_options: int) -> None:
+    def __init__(
+        self,
+        template: PromptTemplate,
+        *,
+        debias_mode: DebiasMode,
+        debias_max_options: int,
+        rotation_max_options: int,
+    ) -> None:
         self.template = template
-        self.order_debias = order_debias
+        self.debias_mode: DebiasMode = debias_mode
+        self.order_debias = debias_mode != "off"
         self.debias_max_options = debias_max_options
+        self.rotation_max_options = rotation_max_options
         self.name = f"{TEMPLATE_VERSION}/{template.source}"
         self.version = TEMPLATE_VERSION
         self.tail = template.tail
@@ -141,12 +156,19 @@ class GenericScheme:
     def prefix_texts(self, state: Text) -> list[str]:
         return [self.template.header, self.template.state_part(state)]
 
-    def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]:
-        n = len(options)
-        orders = [list(range(n))]
-        if self.order_debias and n <= self.debias_max_options:
-            orders.append(list(reversed(range(n))))
-        codes = labels(n)
+    def passes(
+        self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text, out_of_scope: bool = False
+    ) -> list[PassSpec]:
+        declared = len(options) - 1 if out_of_scope else len(options)
+        orders = option_orders(
+            declared,
+            self.debias_mode,
+            debias_max_options=self.debias_max_options,
+            rotation_max_options=self.rotation_max_options,
+        )
+        if out_of_scope:
+            orders = [[*order, declared] for order in orders]
+        codes = labels(len(options))
         specs = []
         for order in orders:
             head, rest = self.template.question_parts(question, order, options)

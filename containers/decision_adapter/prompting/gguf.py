@@ -63,6 +63,7 @@ class _SystemOneScheme:
     kind: ClassVar[str]
     order_debias: ClassVar[bool]
     label_sep = ""
+    supports_out_of_scope = False  # the GGUF's own template and labels: no option is added to them
 
     def __init__(self, template: SystemOneTemplate, temperatures: Temperatures, *, single_labels: int) -> None:
         self.template = template
@@ -95,7 +96,9 @@ class OpenJevScheme(_SystemOneScheme):
     kind = "openjev"
     order_debias = False
 
-    def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]:
+    def passes(
+        self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text, out_of_scope: bool = False
+    ) -> list[PassSpec]:
         chunks = anchored_chunks(len(options), self.single_labels)
         return [
             self._pass(
@@ -119,7 +122,9 @@ class LevScheme(_SystemOneScheme):
     kind = "lev"
     order_debias = True
 
-    def passes(self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text) -> list[PassSpec]:
+    def passes(
+        self, question: AnyQuestion, options: list[Option], *, qid: str, state: Text, out_of_scope: bool = False
+    ) -> list[PassSpec]:
         n = len(options)
         # One piece per code where every code of the question is one token; else two letters for all.
         codes: list[Code] = [(c,) for c in LEV_CODES[:n]] if n <= self.single_labels else labels(n)
