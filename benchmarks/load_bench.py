@@ -8,8 +8,9 @@ and whether retries amplify overload.
   (DECISION_MAX_CONCURRENCY=1, all the machine's threads) and one with two (the threads split between them).
 - retries: an adapter that holds 3 requests (one running, two queued) loaded with 2x and 4x that many
   clients that retry, with decisionctl's policy (8 attempts) and with one shaped as the official SDK's
-  (typesafe-sdk 0.7.5: 3 attempts, Retry-After waited exactly). Goodput is compared with the peak measured
-  at 3 clients in the same run.
+  (typesafe-sdk 0.7.5: 3 attempts, Retry-After waited exactly), once refusing at once past its 3
+  (DECISION_ADMISSION_WAIT_S=0) and once with the default wait at admission. Goodput is compared with the
+  peak measured at 3 clients on the same adapter.
 
 Load goes through `decisionctl.bench.run_target`, the code `decisionctl bench` runs; adapters run one at a
 time through the `serve` entrypoint (tests/conftest.py's launcher). Writes OUT/bench.json (decisionctl
@@ -35,6 +36,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from decision_adapter.settings import AdapterSettings  # noqa: E402
 from decisionctl import bench, render, workloads  # noqa: E402
 from decisionctl.transport import HttpTransport, Reply, RetryPolicy  # noqa: E402
 
@@ -42,6 +44,7 @@ from tests.conftest import MODEL_FILE, AdapterProcess, start_adapter  # noqa: E4
 
 TIMEOUT_S = 900.0  # 16 clients on one 2,000-token context queue for minutes here; no answer is cut short
 CORES = os.cpu_count() or 1
+DEFAULT_WAIT_S = float(AdapterSettings.model_fields["admission_wait_s"].default)
 
 
 @dataclass
@@ -189,10 +192,15 @@ def _amplification(level: dict[str, Any], peak: float, multiple: int) -> dict[st
     }
 
 
-def bench_retries(tmp: Path, plan: Plan) -> dict[str, Any]:
+def bench_retries(tmp: Path, plan: Plan, wait_s: float) -> dict[str, Any]:
     holds = 3
-    env = {"DECISION_MAX_CONCURRENCY": "1", "DECISION_MAX_QUEUE": str(holds - 1), "SM_LLAMA_CPP_THREADS": str(CORES)}
-    adapter = start_adapter(tmp / "retries", env=env)
+    env = {
+        "DECISION_MAX_CONCURRENCY": "1",
+        "DECISION_MAX_QUEUE": str(holds - 1),
+        "DECISION_ADMISSION_WAIT_S": f"{wait_s:g}",
+        "SM_LLAMA_CPP_THREADS": str(CORES),
+    }
+    adapter = start_adapter(tmp / f"retries-wait-{wait_s:g}", env=env)
     transport = HttpTransport(adapter.url, timeout_s=TIMEOUT_S, max_connections=holds * max(plan.retry_multiples))
     tickets = workloads.TicketRouting(state_tokens=plan.retry_state_tokens)
     try:
@@ -211,6 +219,7 @@ def bench_retries(tmp: Path, plan: Plan) -> dict[str, Any]:
         adapter.stop()
     return {
         "adapter_env": env,
+        "admission_wait_s": wait_s,
         "holds": holds,
         "state_tokens": plan.retry_state_tokens,
         "peak": {"clients": holds, "throughput_per_s": peak, "level": peak_level},
@@ -218,25 +227,28 @@ def bench_retries(tmp: Path, plan: Plan) -> dict[str, Any]:
     }
 
 
-def retry_table(result: dict[str, Any]) -> str:
+def retry_table(results: list[dict[str, Any]]) -> str:
     rows = []
-    for name, policy in result["policies"].items():
-        for multiple in (k for k in policy if k.endswith("x")):
-            r = policy[multiple]
-            rows.append(
-                [
-                    name,
-                    f"{multiple} ({r['clients']})",
-                    render.num(r["goodput_per_s"], 2),
-                    render.num(r["goodput_vs_peak"], 2),
-                    render.num(r["sends_per_accepted"], 2),
-                    f"{r['lost']}/{r['decisions']}",
-                    render.pct(r["rate_429"]),
-                ]
-            )
-    headers = ["retry policy", "clients", "goodput/s", "vs peak", "sends/dec", "lost", "429"]
-    peak = result["peak"]
-    return f"peak at {peak['clients']} clients: {peak['throughput_per_s']:.2f}/s\n" + render.table(headers, rows)
+    for result in results:
+        for name, policy in result["policies"].items():
+            for multiple in (k for k in policy if k.endswith("x")):
+                r = policy[multiple]
+                rows.append(
+                    [
+                        f"{result['admission_wait_s']:g} s",
+                        name,
+                        f"{multiple} ({r['clients']})",
+                        render.num(r["goodput_per_s"], 2),
+                        render.num(r["goodput_vs_peak"], 2),
+                        render.num(r["sends_per_accepted"], 2),
+                        f"{r['lost']}/{r['decisions']}",
+                        render.pct(r["rate_429"]),
+                        render.num(r["p95_s"], 1),
+                    ]
+                )
+    headers = ["wait", "retry policy", "clients", "goodput/s", "vs peak", "sends/dec", "lost", "429", "p95 s"]
+    peaks = ", ".join(f"{r['peak']['throughput_per_s']:.2f}/s (wait {r['admission_wait_s']:g} s)" for r in results)
+    return f"peak at {results[0]['peak']['clients']} clients: {peaks}\n" + render.table(headers, rows)
 
 
 def main() -> int:
@@ -280,7 +292,7 @@ def main() -> int:
                 print(render.bench([t for t in report["targets"] if t["workload"] == w.name]))
         if not args.only or "retries" in args.only:
             t0 = time.perf_counter()
-            report["retry_amplification"] = bench_retries(Path(tmp), plan)
+            report["retry_amplification"] = [bench_retries(Path(tmp), plan, w) for w in (0.0, DEFAULT_WAIT_S)]
             print(f"\nretries ({time.perf_counter() - t0:.0f} s)\n" + retry_table(report["retry_amplification"]))
     written = bench.write_report(args.out, report)
     print("wrote " + ", ".join(str(p) for p in written))

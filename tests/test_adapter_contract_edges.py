@@ -198,7 +198,10 @@ def test_server_is_up_after_fuzzing(adapter_url: str) -> None:
 
 
 def test_overload_returns_429_with_retry_after_while_accepted_requests_complete(tmp_path: Path) -> None:
-    adapter = start_adapter(tmp_path, env={"DECISION_MAX_QUEUE": "1", "DECISION_RETRY_AFTER_S": "2"})
+    # no wait at admission: the overflow is refused at once (tests/test_adapter_load.py tests the wait)
+    adapter = start_adapter(
+        tmp_path, env={"DECISION_MAX_QUEUE": "1", "DECISION_RETRY_AFTER_S": "2", "DECISION_ADMISSION_WAIT_S": "0"}
+    )
     try:
         slow = {**DECISION, "questions": {f"q{i}": NOUL for i in range(3)}, "state": TICKET * 20}
         results: list[httpx.Response] = []

@@ -1,24 +1,28 @@
-"""The adapter under load, on the real SmolLM2 model over real HTTP: a Retry-After estimated from the requests
-ahead and recent service times, threads split across the contexts, and a 413 that reaches a client which sends
-its whole body before reading.
+"""The adapter under load, on the real SmolLM2 model over real HTTP: a bounded wait at admission, a Retry-After
+estimated from the requests ahead and recent service times, threads split across the contexts, and a 413 that
+reaches a client which sends its whole body before reading. The admission lane's waiting and hand-over are also
+tested on their own, without a model.
 
-One adapter for the module: one decision context and no queue, so a second request finds no permit; the
-adapter's own thread default (no SM_LLAMA_CPP_THREADS); a 1 MiB body limit. The Retry-After test comes first so
-that the first request the adapter serves is the long one it times.
+One adapter for the module: one decision context and no queue, so a second request finds no permit and waits
+up to WAIT_S for one; the adapter's own thread default (no SM_LLAMA_CPP_THREADS); a 1 MiB body limit. The
+Retry-After test comes first so that the first request the adapter serves is the long one it times.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
 
 import httpx
 import pytest
-from decision_adapter.admission import MAX_RETRY_AFTER_S, ServiceTime, retry_after_estimate
+from decision_adapter.admission import MAX_RETRY_AFTER_S, Lane, ServiceTime, retry_after_estimate
+from decision_adapter.errors import Overloaded
 from decision_adapter.settings import runtime_from_env, threads_per_context
 
 from tests.conftest import AdapterProcess, require_model, start_adapter
@@ -28,9 +32,11 @@ NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"
 DECISION = {"model": "jev-latest", "state": TICKET, "questions": {"refund": NOUL}}
 CONTEXTS = 1
 BODY_LIMIT = 1 << 20
+WAIT_S = 2.0
 MODULE_ENV = {
     "DECISION_MAX_CONCURRENCY": str(CONTEXTS),
     "DECISION_MAX_QUEUE": "0",
+    "DECISION_ADMISSION_WAIT_S": str(WAIT_S),
     "DECISION_MAX_BODY_BYTES": str(BODY_LIMIT),
 }
 SENTENCE = "The customer says the March invoice was charged twice, the refund never came and the login fails. "
@@ -49,8 +55,9 @@ def post(adapter: AdapterProcess, body: dict[str, object], timeout: float = 120)
 
 
 def long_decision(tag: str) -> dict[str, object]:
-    """About 600 tokens of a state no other request has (no cache hit) and three questions: seconds here."""
-    return {**DECISION, "state": f"Ticket {tag}. " + SENTENCE * 25, "questions": {f"q{i}": NOUL for i in range(3)}}
+    """About 750 tokens of a state no other request has (no cache hit) and three questions: seconds here, more
+    than WAIT_S."""
+    return {**DECISION, "state": f"Ticket {tag}. " + SENTENCE * 40, "questions": {f"q{i}": NOUL for i in range(3)}}
 
 
 def decision_lane(adapter: AdapterProcess) -> dict[str, float]:
@@ -89,7 +96,8 @@ def wait_admitted(adapter: AdapterProcess, count: int) -> None:
 def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AdapterProcess) -> None:
     """The header is the estimate from the one request running and the service time measured on the last one, not
     a constant: a first long request sets the service time (it replaces the prior of 1 s), a second holds the only
-    context, and a third is turned away with Retry-After = ceil(1 x that time / 1 context)."""
+    context, and a third, after waiting WAIT_S for a place, is turned away with Retry-After = ceil(1 x that time /
+    1 context)."""
     first = post(adapter, long_decision("first"))
     assert first.status_code == 200, first.text
     served = decision_lane(adapter)
@@ -97,13 +105,78 @@ def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AdapterProcess
     assert served["service_s"] == pytest.approx(first.json()["x_timing_ms"]["total"] / 1e3, abs=0.2)
     running = Running(adapter, long_decision("second"))
     wait_admitted(adapter, 1)
+    start = time.perf_counter()
     turned_away = post(adapter, DECISION)
+    waited_s = time.perf_counter() - start
     during = decision_lane(adapter)
+    assert during["admitted"] == 1 and running.response is None  # refused while the long one still ran
     assert running.join().status_code == 200
+    assert WAIT_S <= waited_s < WAIT_S + 5  # it waited for a place, bounded, then got its answer
     assert turned_away.status_code == 429 and turned_away.json()["detail"]["error_type"] == "overloaded"
     expected = retry_after_estimate(1, served["service_s"], CONTEXTS)
     assert int(turned_away.headers["retry-after"]) == during["retry_after_s"] == expected >= 2
     assert f"retry after {expected} s" in turned_away.json()["detail"]["message"]
+
+
+def _lane(wait_s: float) -> Lane[str]:
+    return Lane("test", ["context"], max_queue=0, wait_s=wait_s)
+
+
+def test_a_waiter_gets_the_permit_first_come_first_served() -> None:
+    async def scenario() -> list[str]:
+        lane, order = _lane(5.0), []
+
+        async def job(name: str, hold_s: float) -> None:
+            await lane.run(lambda _context: (time.sleep(hold_s), order.append(name)), request_id=name, route="-")
+
+        first = asyncio.create_task(job("first", 0.3))
+        await asyncio.sleep(0.05)
+        waiters = [asyncio.create_task(job(n, 0.01)) for n in ("second", "third")]
+        await asyncio.sleep(0.05)
+        late = asyncio.create_task(job("fourth", 0.01))
+        await asyncio.sleep(0.05)
+        assert (lane.admitted, lane.waiting) == (1, 3)
+        await asyncio.gather(first, *waiters, late)
+        assert (lane.admitted, lane.waiting, lane.waited, lane.rejected) == (0, 0, 3, 0)
+        return order
+
+    assert asyncio.run(scenario()) == ["first", "second", "third", "fourth"]
+
+
+def test_a_wait_is_bounded_and_a_cancelled_waiter_leaks_no_permit() -> None:
+    async def scenario() -> None:
+        lane = _lane(0.2)
+        holder = asyncio.create_task(lane.run(lambda _c: time.sleep(0.6), request_id="a", route="-"))
+        await asyncio.sleep(0.05)
+        start = time.perf_counter()
+        with pytest.raises(Overloaded) as refused:
+            await lane.run(lambda _c: None, request_id="b", route="-")
+        assert 0.2 <= time.perf_counter() - start < 0.5
+        assert refused.value.retry_after == 1 and lane.rejected == 1  # one ahead at the 1 s prior
+        cancelled = asyncio.create_task(lane.run(lambda _c: None, request_id="c", route="-"))
+        await asyncio.sleep(0.05)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        await holder
+        assert (lane.admitted, lane.waiting) == (0, 0)
+        assert await lane.run(lambda c: c, request_id="d", route="-") == "context"  # the permit came back
+
+    asyncio.run(scenario())
+
+
+def test_no_wait_refuses_at_once() -> None:
+    async def scenario() -> None:
+        lane = _lane(0.0)
+        holder = asyncio.create_task(lane.run(lambda _c: time.sleep(0.3), request_id="a", route="-"))
+        await asyncio.sleep(0.05)
+        start = time.perf_counter()
+        with pytest.raises(Overloaded):
+            await lane.run(lambda _c: None, request_id="b", route="-")
+        assert time.perf_counter() - start < 0.1 and lane.waited == 0
+        await holder
+
+    asyncio.run(scenario())
 
 
 def test_the_estimate_spreads_the_requests_ahead_over_the_contexts() -> None:

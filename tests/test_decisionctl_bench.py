@@ -2,7 +2,8 @@
 real HTTP, the generated workloads, and `--recommend-scaling` on a recorded result.
 
 One adapter for the module, with one context and a one-slot queue (DECISION_MAX_CONCURRENCY=1,
-DECISION_MAX_QUEUE=1): it holds two requests, so four clients must see 429s, retries and what they cost.
+DECISION_MAX_QUEUE=1) and no wait at admission: it holds two requests, so four clients must see 429s, retries and
+what they cost.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from tests.conftest import MODEL_DIR, MODEL_FILE, require_model, start_adapter
 def two_slot_adapter(tmp_path_factory: pytest.TempPathFactory):
     require_model()
     adapter = start_adapter(
-        tmp_path_factory.mktemp("two-slot"), env={"DECISION_MAX_QUEUE": "1", "DECISION_MAX_CONCURRENCY": "1"}
+        tmp_path_factory.mktemp("two-slot"),
+        env={"DECISION_MAX_QUEUE": "1", "DECISION_MAX_CONCURRENCY": "1", "DECISION_ADMISSION_WAIT_S": "0"},
     )
     yield adapter
     adapter.stop()

@@ -1,9 +1,11 @@
-"""Admission to a lane of model contexts: permits (its contexts plus queue slots), and a 429 whose Retry-After
-is estimated from the requests ahead and the lane's recent service times when none is left.
+"""Admission to a lane of model contexts: permits (its contexts plus queue slots), a bounded wait for one, and
+a 429 whose Retry-After is estimated from the requests ahead and the lane's recent service times.
 
 A constant Retry-After is right only for one request length: with seconds-long requests, clients told to come
 back after 1 s return while the queue is still full and are refused again (measured in issue 16: 6.0 sends per
-accepted decision with 1 s requests). The estimate says when the requests now in the lane will be done.
+accepted decision with 1 s requests). The estimate says when the requests now in the lane will be done. Before
+that, a request that finds no permit waits for one a while, first come first served: a place that frees within
+the wait is taken at once instead of after a client's round trip and back-off.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -54,8 +57,8 @@ class ServiceTime:
 
 class Lane(Generic[E]):
     """Contexts for one kind of work and their admission: a request takes a permit (there are as many as contexts
-    plus `max_queue`), then the next idle context, and runs off the event loop. All state is touched on the event
-    loop only, so no lock is needed."""
+    plus `max_queue`), waiting up to `wait_s` behind earlier waiters when none is free, then the next idle context,
+    and runs off the event loop. All state is touched on the event loop only, so no lock is needed."""
 
     def __init__(
         self,
@@ -63,6 +66,7 @@ class Lane(Generic[E]):
         contexts: list[E],
         *,
         max_queue: int,
+        wait_s: float = 0.0,
         retry_floor_s: int = 1,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -71,32 +75,41 @@ class Lane(Generic[E]):
         self.name = name
         self.contexts = contexts
         self.limit = len(contexts) + max_queue
+        self.wait_s = wait_s
         self.retry_floor_s = retry_floor_s
         self.service = ServiceTime()
-        self.admitted = 0  # running and queued
+        self.admitted = 0  # holding a permit: running and queued
         self.rejected = 0
+        self.waited = 0  # found no permit free and waited for one (then admitted or not)
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._clock = clock
         self._idle: asyncio.Queue[E] = asyncio.Queue()
         for context in contexts:
             self._idle.put_nowait(context)
 
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
     def retry_after(self) -> int:
-        return retry_after_estimate(self.admitted, self.service.mean_s, len(self.contexts), floor_s=self.retry_floor_s)
+        """When the requests now in the lane (running, queued and waiting) will be done."""
+        ahead = self.admitted + self.waiting
+        return retry_after_estimate(ahead, self.service.mean_s, len(self.contexts), floor_s=self.retry_floor_s)
 
     async def run(self, fn: Callable[[E], T], *, request_id: str, route: str) -> T:
-        """Take a permit (or raise Overloaded with the estimate), then an idle context, and run `fn` on it in a
-        worker thread; the time it held the context feeds the estimate."""
-        if self.admitted >= self.limit:
+        """Take a permit (or raise Overloaded with the estimate once the wait is over), then an idle context, and
+        run `fn` on it in a worker thread; the time it held the context feeds the estimate."""
+        if not await self._permit():
             self.rejected += 1
             seconds = self.retry_after()
+            waited = f", after waiting {self.wait_s:g} s for a place" if self.wait_s > 0 else ""
             err = Overloaded(
-                f"the endpoint is at capacity for {self.name} ({self.limit} requests admitted); "
+                f"the endpoint is at capacity for {self.name} ({self.limit} requests admitted{waited}); "
                 f"retry after {seconds} s",
                 retry_after=seconds,
             )
             log_rejection(request_id, route, status_of(err), events.OVERLOAD_REJECTED)
             raise err
-        self.admitted += 1
         try:
             context = await self._idle.get()
             start = self._clock()
@@ -106,6 +119,38 @@ class Lane(Generic[E]):
                 self.service.observe(self._clock() - start)
                 self._idle.put_nowait(context)
         finally:
+            self._release()
+
+    async def _permit(self) -> bool:
+        """A permit now if one is free and nobody waits for one, else the first handed over within the wait."""
+        if self.admitted < self.limit and not self._waiters:
+            self.admitted += 1
+            return True
+        if self.wait_s <= 0:
+            return False
+        self.waited += 1
+        handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(handed)
+        try:
+            async with asyncio.timeout(self.wait_s):
+                await asyncio.shield(handed)  # the timeout must not cancel a permit handed over in the same turn
+        except TimeoutError:
+            pass
+        except BaseException:  # cancelled while waiting: a permit already handed over goes on to the next
+            if handed.done():
+                self._release()
+            raise
+        finally:
+            if not handed.done():
+                handed.cancel()
+                self._waiters.remove(handed)
+        return handed.done() and not handed.cancelled()
+
+    def _release(self) -> None:
+        """Hand the permit to the longest waiter, else give it back."""
+        if self._waiters:
+            self._waiters.popleft().set_result(None)
+        else:
             self.admitted -= 1
 
     def describe(self) -> dict[str, Any]:
@@ -114,6 +159,9 @@ class Lane(Generic[E]):
             "contexts": len(self.contexts),
             "limit": self.limit,
             "admitted": self.admitted,
+            "waiting": self.waiting,
+            "wait_s": self.wait_s,
+            "waited": self.waited,
             "rejected": self.rejected,
             "service_s": round(self.service.mean_s, 4),
             "served": self.service.observed,

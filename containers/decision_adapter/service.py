@@ -1,8 +1,9 @@
 """The loaded model behind the routes: loading it, its engines (one llama.cpp context each), admission, counters.
 
 Capacity is a bounded permit count, as in text-generation-inference's router (admission.py):
-`max_concurrency` contexts evaluate, `max_queue` requests may wait for one, and the next request is
-refused with 429 and a Retry-After estimated from the requests ahead, instead of queueing without bound.
+`max_concurrency` contexts evaluate, `max_queue` requests may wait for one, and the next request waits
+up to `admission_wait_s` for a permit, then is refused with 429 and a Retry-After estimated from the
+requests ahead, instead of queueing without bound.
 """
 
 from __future__ import annotations
@@ -61,7 +62,13 @@ class ModelService:
         model_file = identity.model_file
         self.served_names = {DEFAULT_MODEL_ALIAS, self.model_name, model_file, model_file.removesuffix(".gguf")}
         self.counters = Counters()
-        self.decisions = Lane("decisions", engines, max_queue=settings.max_queue, retry_floor_s=settings.retry_after_s)
+        self.decisions = Lane(
+            "decisions",
+            engines,
+            max_queue=settings.max_queue,
+            wait_s=settings.admission_wait_s,
+            retry_floor_s=settings.retry_after_s,
+        )
 
     # -- loading
     @classmethod

@@ -46,7 +46,14 @@ class AdapterSettings(BaseSettings):
         1, ge=1, le=16, description="Model contexts evaluating at once (each holds its own KV cache)."
     )
     max_queue: int = Field(
-        16, ge=0, le=10_000, description="Requests that may wait for a context; past it, 429 at once."
+        16, ge=0, le=10_000, description="Requests that may wait for a context; past it, up to admission_wait_s."
+    )
+    admission_wait_s: float = Field(
+        10.0,
+        ge=0,
+        le=55,
+        description="How long a request that finds every permit taken (contexts and queue) may wait for one, first "
+        "come first served, before its 429; 0: refused at once. SageMaker gives an invocation 60 s, queue included.",
     )
     retry_after_s: int = Field(
         1,
