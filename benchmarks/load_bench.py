@@ -1,7 +1,7 @@
 """Load benchmarks of the decision adapter on the bundled SmolLM2 model: throughput and tail at concurrency,
 and whether retries amplify overload.
 
-    .venv/bin/python benchmarks/load_bench.py [--quick] [--only load retries] [--out benchmarks/load]
+    .venv/bin/python benchmarks/load_bench.py [--quick] [--only load retries lane] [--out benchmarks/load]
 
 - load: the three workloads of `decisionctl bench --workload all` (ticket routing, agent supervisor, long
   documents) at 1, 2, 4, 8 and 16 closed-loop clients, against an adapter with one model context
@@ -11,6 +11,9 @@ and whether retries amplify overload.
   (typesafe-sdk 0.7.5: 3 attempts, Retry-After waited exactly), once refusing at once past its 3
   (DECISION_ADMISSION_WAIT_S=0) and once with the default wait at admission. Goodput is compared with the
   peak measured at 3 clients on the same adapter.
+- lane: decision latency (one closed-loop client, ticket routing) on the default lanes (one decision context,
+  one chat context, the cores split between them) idle and while 256-token chat generations run back to back,
+  side by side (target: p95 within 1.25x of idle), and with chat off (every core to the one decision context).
 
 Load goes through `decisionctl.bench.run_target`, the code `decisionctl bench` runs; adapters run one at a
 time through the `serve` entrypoint (tests/conftest.py's launcher). Writes OUT/bench.json (decisionctl
@@ -24,6 +27,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,6 +73,7 @@ class Plan:
     retry_count: Callable[[str, int], int]
     retry_state_tokens: int
     retry_policies: tuple[tuple[str, RetryPolicy], ...]
+    lane_count: int  # decisions per lane measurement
 
 
 def _full_count(name: str, c: int) -> int:
@@ -87,6 +92,7 @@ FULL = Plan(
     retry_count=lambda _name, c: 3 * c,  # 36 decisions at 12 clients, as the measurement in issue 16
     retry_state_tokens=400,  # about 1.7 s a request here
     retry_policies=(("decisionctl", RetryPolicy(max_attempts=8)), ("typesafe-sdk-shaped", SdkShapedRetry())),
+    lane_count=30,
 )
 QUICK = Plan(
     levels=(1, 4),
@@ -100,6 +106,7 @@ QUICK = Plan(
     retry_count=lambda _name, c: c,
     retry_state_tokens=200,
     retry_policies=(("decisionctl", RetryPolicy(max_attempts=8)),),
+    lane_count=6,
 )
 
 
@@ -145,6 +152,7 @@ def bench_load(tmp: Path, plan: Plan) -> list[dict[str, Any]]:
         env = {
             "DECISION_MAX_CONCURRENCY": str(contexts),
             "DECISION_MAX_QUEUE": "16",  # with the contexts, more than the 16 clients of the top level
+            "DECISION_CHAT_CONTEXTS": "0",  # decisions only: no chat context holding memory
             "SM_LLAMA_CPP_THREADS": str(threads),
             "SM_LLAMA_CPP_THREADS_BATCH": str(threads),
         }
@@ -198,6 +206,7 @@ def bench_retries(tmp: Path, plan: Plan, wait_s: float) -> dict[str, Any]:
         "DECISION_MAX_CONCURRENCY": "1",
         "DECISION_MAX_QUEUE": str(holds - 1),
         "DECISION_ADMISSION_WAIT_S": f"{wait_s:g}",
+        "DECISION_CHAT_CONTEXTS": "0",
         "SM_LLAMA_CPP_THREADS": str(CORES),
     }
     adapter = start_adapter(tmp / f"retries-wait-{wait_s:g}", env=env)
@@ -251,10 +260,121 @@ def retry_table(results: list[dict[str, Any]]) -> str:
     return f"peak at {results[0]['peak']['clients']} clients: {peaks}\n" + render.table(headers, rows)
 
 
+LANE_CHAT = {"messages": [{"role": "user", "content": "Write a long story about a ship."}], "max_tokens": 256}
+
+
+class ChatLoad:
+    """Chat generations sent back to back from a thread until stopped, so the chat context is never idle."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url + "/v1/chat/completions"
+        self.generations = 0
+        self.tokens = 0
+        self.seconds: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop)
+
+    def __enter__(self) -> ChatLoad:
+        self._thread.start()
+        metrics = self.url.removesuffix("/v1/chat/completions") + "/metrics"
+        while httpx.get(metrics, timeout=30).json()["lanes"]["chat"]["admitted"] < 1:  # generating before we measure
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            start = time.perf_counter()
+            reply = httpx.post(self.url, json=LANE_CHAT, timeout=TIMEOUT_S)
+            if reply.status_code == 200:
+                self.generations += 1
+                self.tokens += int(reply.json()["usage"]["completion_tokens"])
+                self.seconds.append(time.perf_counter() - start)
+
+
+def _lane_row(name: str, level: dict[str, Any], chats: ChatLoad | None, env: dict[str, str]) -> dict[str, Any]:
+    return {
+        "setting": name,
+        "adapter_env": env,
+        "decisions": level["accepted"],
+        "latency_s": level["latency_s"],
+        "chat_generations": chats.generations if chats else 0,
+        "chat_tokens": chats.tokens if chats else 0,
+        "chat_s_mean": sum(chats.seconds) / len(chats.seconds) if chats and chats.seconds else None,
+        "level": level,
+    }
+
+
+def _one_client(transport: HttpTransport, plan: Plan, seed: int, warmup: int) -> dict[str, Any]:
+    """One closed-loop client sending plan.lane_count ticket-routing decisions."""
+    (level,) = bench.run_target(
+        transport,
+        workloads.TicketRouting(),
+        [1],
+        count=plan.lane_count,
+        duration_s=3600,
+        policy=RetryPolicy(),
+        seed=seed,
+        warmup=warmup,
+    )
+    return level
+
+
+def bench_lane(tmp: Path, plan: Plan) -> dict[str, Any]:
+    """Decision p95 idle and while chat generations run on the default lanes (the adapter's own thread split), and
+    with chat off; each measurement has states of its own seed, so none finds another's states cached."""
+    rows = []
+    for chat_contexts in ("1", "0"):
+        env = {"DECISION_MAX_CONCURRENCY": "1", "DECISION_CHAT_CONTEXTS": chat_contexts}
+        adapter = start_adapter(tmp / f"lane-chat-{chat_contexts}", env=env, unset=("SM_LLAMA_CPP_THREADS",))
+        transport = HttpTransport(adapter.url, timeout_s=TIMEOUT_S, max_connections=2)
+        try:
+            if chat_contexts == "1":
+                rows.append(_lane_row("chat lane, idle", _one_client(transport, plan, 301, 1), None, env))
+                with ChatLoad(adapter.url) as chats:
+                    busy = _one_client(transport, plan, 302, 0)
+                rows.append(_lane_row("chat lane, chat generating", busy, chats, env))
+            else:
+                rows.append(
+                    _lane_row("chat off (all cores to decisions)", _one_client(transport, plan, 303, 1), None, env)
+                )
+        finally:
+            transport.close()
+            adapter.stop()
+    idle_p95, busy_p95 = rows[0]["latency_s"]["p95"], rows[1]["latency_s"]["p95"]
+    return {
+        "rows": rows,
+        "p95_while_chat_vs_idle": busy_p95 / idle_p95 if idle_p95 and busy_p95 else None,
+        "target": "<= 1.25",
+    }
+
+
+def lane_table(result: dict[str, Any]) -> str:
+    rows = [
+        [
+            r["setting"],
+            str(r["decisions"]),
+            render.num(r["latency_s"]["p50"], 2),
+            render.num(r["latency_s"]["p95"], 2),
+            render.num(r["latency_s"]["p99"], 2),
+            f"{r['chat_generations']} ({r['chat_tokens']} tokens)",
+        ]
+        for r in result["rows"]
+    ]
+    headers = ["decisions on", "decisions", "p50 s", "p95 s", "p99 s", "chat generations meanwhile"]
+    ratio = render.num(result["p95_while_chat_vs_idle"], 2)
+    return (
+        render.table(headers, rows) + f"\ndecision p95 while chat generates / idle: {ratio} (target {result['target']})"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="two levels, small counts (a smoke run, < 3 min)")
-    parser.add_argument("--only", nargs="*", choices=("load", "retries"), help="run only these sections")
+    parser.add_argument("--only", nargs="*", choices=("load", "retries", "lane"), help="run only these sections")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "load")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
@@ -294,6 +414,10 @@ def main() -> int:
             t0 = time.perf_counter()
             report["retry_amplification"] = [bench_retries(Path(tmp), plan, w) for w in (0.0, DEFAULT_WAIT_S)]
             print(f"\nretries ({time.perf_counter() - t0:.0f} s)\n" + retry_table(report["retry_amplification"]))
+        if not args.only or "lane" in args.only:
+            t0 = time.perf_counter()
+            report["chat_lane"] = bench_lane(Path(tmp), plan)
+            print(f"\nlane ({time.perf_counter() - t0:.0f} s)\n" + lane_table(report["chat_lane"]))
     written = bench.write_report(args.out, report)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -1,10 +1,12 @@
-"""The adapter under load, on the real SmolLM2 model over real HTTP: a bounded wait at admission, a Retry-After
-estimated from the requests ahead and recent service times, threads split across the contexts, and a 413 that
-reaches a client which sends its whole body before reading. The admission lane's waiting and hand-over are also
-tested on their own, without a model.
+"""The adapter under load, on the real SmolLM2 model over real HTTP: decisions served while a chat generation
+holds the chat context (the decision lane), a bounded wait at admission, a Retry-After estimated from the
+requests ahead and recent service times, threads split across the contexts, and a 413 that reaches a client
+which sends its whole body before reading. The admission lane's waiting and hand-over are also tested on their
+own, without a model.
 
-One adapter for the module: one decision context and no queue, so a second request finds no permit and waits
-up to WAIT_S for one; the adapter's own thread default (no SM_LLAMA_CPP_THREADS); a 1 MiB body limit. The
+One adapter for the module: one decision context and one chat context (the default), no queue in either, so a
+second request finds no permit and waits up to WAIT_S for one; the adapter's own thread default (no
+SM_LLAMA_CPP_THREADS); a 1 MiB body limit. The
 Retry-After test comes first so that the first request the adapter serves is the long one it times.
 """
 
@@ -22,8 +24,10 @@ from collections.abc import Iterable, Iterator
 import httpx
 import pytest
 from decision_adapter.admission import MAX_RETRY_AFTER_S, Lane, ServiceTime, retry_after_estimate
-from decision_adapter.errors import Overloaded
-from decision_adapter.settings import runtime_from_env, threads_per_context
+from decision_adapter.errors import ChatNotServed, Overloaded, status_of
+from decision_adapter.schemas import ChatCompletionRequest, RunIdentity
+from decision_adapter.service import ModelService
+from decision_adapter.settings import AdapterSettings, runtime_from_env, threads_per_context
 
 from tests.conftest import AdapterProcess, require_model, start_adapter
 
@@ -31,14 +35,18 @@ TICKET = "I was charged twice for my March invoice and the refund has not arrive
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
 DECISION = {"model": "jev-latest", "state": TICKET, "questions": {"refund": NOUL}}
 CONTEXTS = 1
+CHAT_CONTEXTS = 1  # the default
 BODY_LIMIT = 1 << 20
 WAIT_S = 2.0
 MODULE_ENV = {
     "DECISION_MAX_CONCURRENCY": str(CONTEXTS),
     "DECISION_MAX_QUEUE": "0",
+    "DECISION_CHAT_MAX_QUEUE": "0",
     "DECISION_ADMISSION_WAIT_S": str(WAIT_S),
     "DECISION_MAX_BODY_BYTES": str(BODY_LIMIT),
 }
+# 256 tokens (finish_reason "length") from the bundled model at temperature 0: seconds of generation here
+CHAT = {"messages": [{"role": "user", "content": "Write a long story about a ship."}], "max_tokens": 256}
 SENTENCE = "The customer says the March invoice was charged twice, the refund never came and the login fails. "
 
 
@@ -60,21 +68,23 @@ def long_decision(tag: str) -> dict[str, object]:
     return {**DECISION, "state": f"Ticket {tag}. " + SENTENCE * 40, "questions": {f"q{i}": NOUL for i in range(3)}}
 
 
-def decision_lane(adapter: AdapterProcess) -> dict[str, float]:
+def decision_lane(adapter: AdapterProcess, lane: str = "decisions") -> dict[str, float]:
     lanes = httpx.get(adapter.url + "/metrics", timeout=30).json()["lanes"]
-    return dict(lanes["decisions"])
+    return dict(lanes[lane])
 
 
 class Running:
-    """A request sent from a thread; `wait_admitted` returns once the decision lane holds it."""
+    """A request sent from a thread, with the time its answer came."""
 
-    def __init__(self, adapter: AdapterProcess, body: dict[str, object]) -> None:
+    def __init__(self, adapter: AdapterProcess, body: dict[str, object], route: str = "/v1/systemone") -> None:
         self.response: httpx.Response | None = None
-        self.thread = threading.Thread(target=self._send, args=(adapter, body))
+        self.answered_at = 0.0
+        self.thread = threading.Thread(target=self._send, args=(adapter.url + route, body))
         self.thread.start()
 
-    def _send(self, adapter: AdapterProcess, body: dict[str, object]) -> None:
-        self.response = post(adapter, body, timeout=300)
+    def _send(self, url: str, body: dict[str, object]) -> None:
+        self.response = httpx.post(url, json=body, timeout=300)
+        self.answered_at = time.perf_counter()
 
     def join(self) -> httpx.Response:
         self.thread.join(timeout=300)
@@ -82,15 +92,15 @@ class Running:
         return self.response
 
 
-def wait_admitted(adapter: AdapterProcess, count: int) -> None:
+def wait_admitted(adapter: AdapterProcess, count: int, lane: str = "decisions") -> None:
     for _ in range(600):
-        if decision_lane(adapter)["admitted"] >= count:
+        if decision_lane(adapter, lane)["admitted"] >= count:
             return
         threading.Event().wait(0.02)
-    raise AssertionError(f"the decision lane never held {count} requests")
+    raise AssertionError(f"the {lane} lane never held {count} requests")
 
 
-# -- Retry-After
+# -- Retry-After (first: the first request served is the one it times)
 
 
 def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AdapterProcess) -> None:
@@ -116,6 +126,44 @@ def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AdapterProcess
     expected = retry_after_estimate(1, served["service_s"], CONTEXTS)
     assert int(turned_away.headers["retry-after"]) == during["retry_after_s"] == expected >= 2
     assert f"retry after {expected} s" in turned_away.json()["detail"]["message"]
+
+
+# -- the decision lane
+
+
+def test_a_decision_is_served_while_a_chat_generation_holds_the_chat_context(adapter: AdapterProcess) -> None:
+    """A 256-token chat holds the only chat context for seconds; a decision sent meanwhile is answered before it
+    ends (on one shared context it waited behind it), and a second chat, finding the chat lane full, waits and is
+    turned away by the chat lane's own admission while the decision lane refuses nothing."""
+    before = decision_lane(adapter)
+    chat = Running(adapter, CHAT, route="/v1/chat/completions")
+    wait_admitted(adapter, 1, lane="chat")
+    second_chat = Running(adapter, CHAT, route="/invocations")
+    decision = post(adapter, {**DECISION, "state": f"{TICKET} (while a chat runs)"})
+    decided_at = time.perf_counter()
+    generated = chat.join()
+    assert decision.status_code == 200, decision.text
+    assert generated.status_code == 200 and generated.json()["usage"]["completion_tokens"] == 256
+    assert decided_at < chat.answered_at
+    refused = second_chat.join()
+    assert refused.status_code == 429 and "capacity for chat" in refused.json()["detail"]["message"]
+    after = decision_lane(adapter)
+    assert (after["rejected"], after["waited"]) == (before["rejected"], before["waited"])  # the decision never waited
+    chat_lane = decision_lane(adapter, lane="chat")
+    assert (chat_lane["contexts"], chat_lane["rejected"], chat_lane["admitted"]) == (1, 1, 0)
+
+
+def test_chat_is_refused_with_a_400_when_it_has_no_context() -> None:
+    service = ModelService(
+        settings=AdapterSettings(chat_contexts=0),
+        engines=["a decision context"],  # type: ignore[list-item]  # never reached: only chat is asked
+        llms=[],
+        identity=RunIdentity.model_construct(model_name="m", model_file="m.gguf"),
+    )
+    request = ChatCompletionRequest.model_validate(CHAT)
+    with pytest.raises(ChatNotServed, match="DECISION_CHAT_CONTEXTS=0") as refused:
+        asyncio.run(service.chat(request, request_id="-", route="chat"))
+    assert status_of(refused.value) == 400 and service.chat_lane is None
 
 
 def _lane(wait_s: float) -> Lane[str]:
@@ -224,7 +272,7 @@ def test_explicit_threads_win_and_batch_threads_follow_them() -> None:
 def test_run_identity_reports_the_default_split(adapter: AdapterProcess) -> None:
     r = post(adapter, DECISION)
     assert r.status_code == 200, r.text
-    expected = threads_per_context(CONTEXTS)
+    expected = threads_per_context(CONTEXTS + CHAT_CONTEXTS)
     assert r.json()["x_run"]["hardware"]["threads"] == expected
     ready = next(line for line in adapter.log_lines() if line.get("event") == "ready")
     assert ready["identity"]["hardware"]["threads"] == expected  # type: ignore[index]

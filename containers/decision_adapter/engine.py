@@ -18,7 +18,6 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +27,7 @@ from .errors import RuntimeFailure, TokenBudgetExceeded
 from .prompting import Option, PromptScheme, options_of
 from .prompting.base import OUT_OF_SCOPE, single_token
 from .runtime import LlamaRuntime, NeedsRestore, Unit
-from .schemas import AnyQuestion, ChatCompletionRequest, DecisionRequest, Text
+from .schemas import AnyQuestion, DecisionRequest, Text
 from .signals import label_mass, split_out_of_scope
 from .state_cache import Snapshot, StateCache, prefix_key
 
@@ -119,17 +118,6 @@ class DecisionEngine:
         input_tokens = prefix_len + sum(a.suffix_tokens for a in answers.values())
         timings = {"tokenize": (t1 - t0) * 1e3, "state": (t2 - t1) * 1e3, "questions": (t3 - t2) * 1e3}
         return DecisionOutcome(answers, input_tokens, evaluated, source, {k: round(v, 2) for k, v in timings.items()})
-
-    def chat(self, request: ChatCompletionRequest) -> dict[str, Any]:
-        """An OpenAI chat completion on this engine's context (what the stock DLC serves on /invocations)."""
-        return self.rt.chat_completion(
-            messages=[m.model_dump(exclude_none=True) for m in request.messages],
-            max_tokens=request.max_completion_tokens or request.max_tokens or 256,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            stop=request.stop,
-            seed=request.seed,
-        )
 
     # -- planning
     @dataclass(frozen=True)

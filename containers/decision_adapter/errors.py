@@ -39,6 +39,10 @@ class UnsupportedShape(AdapterError):
     """A body on /invocations that is neither a decision nor a chat request."""
 
 
+class ChatNotServed(AdapterError):
+    """Chat completions are switched off (DECISION_CHAT_CONTEXTS=0): the endpoint serves decisions only."""
+
+
 class PayloadTooLarge(AdapterError):
     """The body is over DECISION_MAX_BODY_BYTES."""
 
@@ -72,6 +76,7 @@ ERROR_TABLE: dict[type[Exception], ErrorKind] = {
     AuthenticationError: ErrorKind(401, "authentication_error"),
     ModelNotServed: ErrorKind(404, "model_not_found"),
     UnsupportedShape: ErrorKind(400, "unsupported_request_shape"),
+    ChatNotServed: ErrorKind(400, "chat_not_served"),
     PayloadTooLarge: ErrorKind(413, "payload_too_large"),
     TokenBudgetExceeded: ErrorKind(413, "token_budget_exceeded"),
     Overloaded: ErrorKind(429, "overloaded"),

@@ -4,6 +4,10 @@ Capacity is a bounded permit count, as in text-generation-inference's router (ad
 `max_concurrency` contexts evaluate, `max_queue` requests may wait for one, and the next request waits
 up to `admission_wait_s` for a permit, then is refused with 429 and a Retry-After estimated from the
 requests ahead, instead of queueing without bound.
+
+Chat completions run in a lane of their own: `chat_contexts` contexts of the same weights with their own
+permits (`chat_max_queue`), never on a decision context. A 256-token generation holds its context for
+seconds, so on a shared context a decision would wait behind it; here it waits behind decisions only.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from .admission import Lane
 from .calibration import calibration_in_force
 from .contract import DEFAULT_MODEL_ALIAS
 from .engine import DecisionEngine, DecisionOutcome
-from .errors import RuntimeFailure, TokenBudgetExceeded, status_of
+from .errors import ChatNotServed, RuntimeFailure, TokenBudgetExceeded, status_of
 from .events import log_rejection
 from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
@@ -32,6 +36,7 @@ from .state_cache import StateCache
 
 log = logging.getLogger("decision_adapter.service")
 T = TypeVar("T")
+E = TypeVar("E")
 DEFAULT_CACHE_CONTEXTS = 2  # default state-cache budget: this many full contexts' worth of KV...
 DEFAULT_CACHE_CAP = 1 << 30  # ...but at most 1 GiB
 
@@ -52,6 +57,7 @@ class ModelService:
         llms: list[Any],
         identity: RunIdentity,
         policy: Policy | None = None,
+        chat_runtimes: list[LlamaRuntime] | None = None,
     ) -> None:
         self.settings = settings
         self.policy = policy  # the manifest's threshold policy, checked against the model and calibration at start
@@ -62,18 +68,30 @@ class ModelService:
         model_file = identity.model_file
         self.served_names = {DEFAULT_MODEL_ALIAS, self.model_name, model_file, model_file.removesuffix(".gguf")}
         self.counters = Counters()
-        self.decisions = Lane(
+        self.decision_lane = Lane(
             "decisions",
             engines,
             max_queue=settings.max_queue,
             wait_s=settings.admission_wait_s,
             retry_floor_s=settings.retry_after_s,
         )
+        self.chat_lane = (
+            Lane(
+                "chat",
+                chat_runtimes,
+                max_queue=settings.chat_max_queue,
+                wait_s=settings.admission_wait_s,
+                retry_floor_s=settings.retry_after_s,
+            )
+            if chat_runtimes
+            else None
+        )
 
     # -- loading
     @classmethod
     def load(cls, settings: AdapterSettings, runtime_settings: RuntimeSettings) -> ModelService:
-        """Verify the GGUF, load it into `max_concurrency` contexts, build the engines. Blocking."""
+        """Verify the GGUF, load it into `max_concurrency` decision contexts and `chat_contexts` chat contexts
+        (the cores split across them all), build the engines. Blocking."""
         from llama_cpp import Llama
 
         path = find_gguf(settings.model_dir, runtime_settings.model)
@@ -86,8 +104,10 @@ class ModelService:
         vocab.close()
         gguf = ModelMetadata.read(meta)
         decision = read_decision_metadata(meta)  # refuse an unservable decision scheme before loading the weights
-        kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=settings.max_concurrency)
-        llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(settings.max_concurrency)]
+        contexts = settings.max_concurrency + settings.chat_contexts
+        kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=contexts)
+        llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(contexts)]
+        llms, chat_llms = llms[: settings.max_concurrency], llms[settings.max_concurrency :]
         scheme = make_scheme(
             gguf,
             decision,
@@ -127,13 +147,42 @@ class ModelService:
             scheme=scheme.name,
             policy=policy.version if policy is not None else None,
         )
-        return cls(settings=settings, engines=engines, llms=llms, identity=identity, policy=policy)
+        return cls(
+            settings=settings,
+            engines=engines,
+            llms=llms + chat_llms,
+            identity=identity,
+            policy=policy,
+            chat_runtimes=[LlamaRuntime(llm) for llm in chat_llms],
+        )
 
     # -- work
     async def run(self, fn: Callable[[DecisionEngine], T], *, request_id: str, route: str) -> T:
         """Run `fn` on a decision context once admitted (or refused with 429); failures are counted and logged."""
+        return await self._logged(self.decision_lane, fn, request_id=request_id, route=route)
+
+    async def decide(self, request: DecisionRequest, *, request_id: str, route: str) -> DecisionOutcome:
+        outcome = await self.run(lambda engine: engine.decide(request), request_id=request_id, route=route)
+        self.counters.decisions += 1
+        return outcome
+
+    async def chat(self, request: ChatCompletionRequest, *, request_id: str, route: str) -> dict[str, Any]:
+        """An OpenAI chat completion (what the stock DLC serves on /invocations) on a chat context."""
+        if self.chat_lane is None:
+            raise ChatNotServed(
+                "chat completions are off on this endpoint (DECISION_CHAT_CONTEXTS=0); it serves decisions"
+            )
+        params = chat_parameters(request)
+        result = await self._logged(
+            self.chat_lane, lambda rt: rt.chat_completion(**params), request_id=request_id, route=route
+        )
+        result["model"] = self.model_name  # llama-cpp-python reports the GGUF's path on disk
+        self.counters.chats += 1
+        return result
+
+    async def _logged(self, lane: Lane[E], fn: Callable[[E], T], *, request_id: str, route: str) -> T:
         try:
-            return await self.decisions.run(fn, request_id=request_id, route=route)
+            return await lane.run(fn, request_id=request_id, route=route)
         except TokenBudgetExceeded as e:
             log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
             raise
@@ -142,32 +191,33 @@ class ModelService:
             log_rejection(request_id, route, status_of(e), events.RUNTIME_FAILURE)
             raise
 
-    async def decide(self, request: DecisionRequest, *, request_id: str, route: str) -> DecisionOutcome:
-        outcome = await self.run(lambda engine: engine.decide(request), request_id=request_id, route=route)
-        self.counters.decisions += 1
-        return outcome
-
-    async def chat(self, request: ChatCompletionRequest, *, request_id: str, route: str) -> dict[str, Any]:
-        result = await self.run(lambda engine: engine.chat(request), request_id=request_id, route=route)
-        result["model"] = self.model_name  # llama-cpp-python reports the GGUF's path on disk
-        self.counters.chats += 1
-        return result
-
     def metrics(self) -> dict[str, Any]:
         return {
             "decisions": self.counters.decisions,
             "chats": self.counters.chats,
-            "rejected_overload": self.decisions.rejected,
+            "rejected_overload": self.decision_lane.rejected,
             "errors": self.counters.errors,
-            "admitted_now": self.decisions.admitted,
-            "admission_limit": self.decisions.limit,
-            "lanes": {"decisions": self.decisions.describe()},
+            "admitted_now": self.decision_lane.admitted,
+            "admission_limit": self.decision_lane.limit,
+            "lanes": {lane.name: lane.describe() for lane in (self.decision_lane, self.chat_lane) if lane is not None},
             "state_cache": self.engines[0].cache.counters(),
         }
 
     def close(self) -> None:
         for llm in self.llms:
             llm.close()
+
+
+def chat_parameters(request: ChatCompletionRequest) -> dict[str, Any]:
+    """llama-cpp-python's create_chat_completion arguments for the request (256 tokens unless it says)."""
+    return {
+        "messages": [m.model_dump(exclude_none=True) for m in request.messages],
+        "max_tokens": request.max_completion_tokens or request.max_tokens or 256,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "stop": request.stop,
+        "seed": request.seed,
+    }
 
 
 def cache_budget(settings: AdapterSettings, gguf: ModelMetadata, *, n_ctx: int) -> int:
