@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
-from decisionctl import cli, metrics
+from decisionctl import cli, metrics, render
 from decisionctl.cases import Prediction, load_cases
 from decisionctl.commands.options import shipped
 from decisionctl.evaluate import IDENTITY, PREDICTIONS, PredictionLog, case_digest
 from decisionctl.packaging import package_model
 from decisionctl.policies import PolicyRefused, action_table, check_run_served, from_results
 
-from tests.decisionctl_support import x_run
+from tests.decisionctl_support import reply, x_run
 
 MODEL = "b" * 64
 
@@ -196,3 +196,10 @@ def test_evaluate_refuses_a_policy_for_a_manifest_of_another_model(
     assert manifest_path.read_bytes() == before
     assert cli.main([*argv, "--write-policy", str(manifest_path), "--fit-calibration"]) == 1
     assert "fit first, restart the adapter" in capsys.readouterr().err
+
+
+def test_decide_shows_the_action_where_the_server_gives_one() -> None:
+    served = reply({"type": "noul", "noul": 0.93, "x_action": "automate", "x_action_reason": "confidence_band"})
+    table = render.answers(served)
+    assert table.splitlines()[0].split()[-1] == "action" and "automate (confidence_band)" in table
+    assert "action" not in render.answers(reply({"type": "noul", "noul": 0.93}))

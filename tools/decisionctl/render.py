@@ -29,25 +29,31 @@ def pct(x: float | None) -> str:
 
 
 def answers(response: DecisionResponse) -> str:
-    """One row per question: the chosen option, every probability (highest first), confidence."""
+    """One row per question: the chosen option, every probability (highest first), confidence, and where the
+    server serves a threshold policy, the action it gives the answer and why."""
     rows = []
     for qid, a in response.answers.items():
         if isinstance(a, NoulAnswer):
             p = a.noul
             rows.append([qid, "noul", "yes" if p >= 0.5 else "no", f"yes {p:.3f}  no {1 - p:.3f}", "-"])
-            continue
-        legend = a.legend if isinstance(a, ScoreAnswer) else {}
-        ordered = sorted(a.probabilities.items(), key=lambda kv: -kv[1])
-        shown = "  ".join(f"{legend.get(k, k)} {v:.3f}" for k, v in ordered[:6])
-        if len(ordered) > 6:
-            shown += f"  (+{len(ordered) - 6} more)"
-        if isinstance(a, ScoreAnswer):
-            mode = max(a.probabilities, key=lambda k: a.probabilities[k]) if a.probabilities else ""
-            chosen = f"{a.score:.2f} (mode {legend.get(mode, mode)})"
         else:
-            chosen = a.choice
-        rows.append([qid, a.type, chosen, shown, num(a.confidence)])
-    return table(["question", "type", "answer", "probabilities", "confidence"], rows)
+            legend = a.legend if isinstance(a, ScoreAnswer) else {}
+            ordered = sorted(a.probabilities.items(), key=lambda kv: -kv[1])
+            shown = "  ".join(f"{legend.get(k, k)} {v:.3f}" for k, v in ordered[:6])
+            if len(ordered) > 6:
+                shown += f"  (+{len(ordered) - 6} more)"
+            if isinstance(a, ScoreAnswer):
+                mode = max(a.probabilities, key=lambda k: a.probabilities[k]) if a.probabilities else ""
+                chosen = f"{a.score:.2f} (mode {legend.get(mode, mode)})"
+            else:
+                chosen = a.choice
+            rows.append([qid, a.type, chosen, shown, num(a.confidence)])
+        if a.x_action is not None:
+            rows[-1].append(f"{a.x_action} ({a.x_action_reason})")
+    headers = ["question", "type", "answer", "probabilities", "confidence"]
+    if any(a.x_action is not None for a in response.answers.values()):
+        headers.append("action")
+    return table(headers, rows)
 
 
 def evaluation(results: Mapping[str, Any]) -> str:
