@@ -16,6 +16,7 @@ from . import events
 from .gguf_metadata import DecisionMetadataError
 from .manifest import ChecksumMismatch
 from .model_files import ModelNotFound
+from .policy import PolicyError
 from .settings import SettingsError
 
 
@@ -120,6 +121,8 @@ def startup_failure(err: Exception) -> dict[str, Any] | None:
             "actual_sha256": err.actual,
             "message": "refusing to start",
         }
+    if isinstance(err, PolicyError):
+        return {"event": events.POLICY_REFUSED, "message": f"refusing to start: {err}"}
     if isinstance(err, ModelNotFound | SettingsError | DecisionMetadataError):
         return {"event": events.MODEL_NOT_LOADED, "message": str(err)}
     return None

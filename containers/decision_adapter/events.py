@@ -16,6 +16,7 @@ TOKEN_BUDGET_EXCEEDED = "token_budget_exceeded"  # noqa: S105 - a 413: the reque
 RUNTIME_FAILURE = "runtime_failure"  # a 500: llama.cpp failed on a well-formed request
 MODEL_CHECKSUM_MISMATCH = "model_checksum_mismatch"  # start-up stops: the GGUF is not the one declared
 MODEL_NOT_LOADED = "model_not_loaded"  # start-up stops: no model, or one that cannot be served as declared
+POLICY_REFUSED = "policy_refused"  # start-up stops: the manifest's policy was measured on another model or calibration
 
 requests_log = logging.getLogger("decision_adapter.requests")
 

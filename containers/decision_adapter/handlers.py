@@ -15,6 +15,7 @@ from . import events
 from .answers import decision_response
 from .errors import ModelNotServed
 from .events import requests_log
+from .policy import ACTION_COUNT_FIELDS
 from .schemas import ChatCompletionRequest, ChoiceAnswer, DecisionRequest, DecisionResponse, NoulAnswer, RunRecord
 from .service import ModelService
 
@@ -39,7 +40,13 @@ async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response
     latency_ms = (time.perf_counter() - t0) * 1e3
     run = RunRecord(**s.identity.model_dump(), request_id=request_id, state_source=outcome.state_source)
     response = decision_response(
-        model=s.model_name, questions=body.questions, outcome=outcome, run=run, total_ms=latency_ms
+        model=s.model_name,
+        questions=body.questions,
+        outcome=outcome,
+        run=run,
+        total_ms=latency_ms,
+        policy=s.policy,
+        min_label_mass=s.settings.min_label_mass,
     )
     _log_decision(
         s, body, response, request_id=request_id, route=route, state_source=outcome.state_source, latency_ms=latency_ms
@@ -74,6 +81,12 @@ def _log_decision(
             else:
                 item["score"] = answer.score
             item["confidence"] = round(answer.confidence, 4)
+        if answer.x_action is not None:
+            item["action"], item["action_reason"] = answer.x_action, answer.x_action_reason
+        if answer.x_label_mass is not None:
+            item["label_mass"] = round(answer.x_label_mass, 4)
+        if answer.x_out_of_scope is not None:
+            item["out_of_scope"] = round(answer.x_out_of_scope, 4)
         if s.settings.log_text:
             item["instructions"] = body.questions[qid].instructions
         questions.append(item)
@@ -88,6 +101,10 @@ def _log_decision(
         "questions": questions,
         "identity": {k: identity[k] for k in IDENTITY_LOGGED},
     }
+    if s.policy is not None:  # per-request counts the stack's metric filters sum (stacks/observability.py)
+        line["policy"] = s.policy.version
+        for action, field in ACTION_COUNT_FIELDS.items():
+            line[field] = sum(1 for a in response.answers.values() if a.x_action == action)
     if s.settings.log_text:
         line["state"] = body.state
     requests_log.info(json.dumps(line, ensure_ascii=False, default=str))

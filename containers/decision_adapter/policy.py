@@ -27,6 +27,8 @@ ACTIONS: tuple[Action, ...] = ("automate", "review", "abstain")
 # Why an answer got its action: its confidence's band, too little of the model's probability on the labels,
 # the model's pick of the added "none of these" option, or no threshold measured for this type of question.
 Reason = Literal["confidence_band", "low_label_mass", "out_of_scope", "not_measured"]
+# The decision log line's per-request count of answers per action; the stack's metric filters sum these fields.
+ACTION_COUNT_FIELDS: dict[Action, str] = {"automate": "automated", "review": "reviewed", "abstain": "abstained"}
 TOLERANCE = 1e-12  # as evaluate's coverage table: a confidence equal to a grid threshold is at or above it
 _HEX64 = r"^[0-9a-f]{64}$"
 _HEX16 = r"^[0-9a-f]{16}$"

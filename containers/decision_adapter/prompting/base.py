@@ -34,9 +34,7 @@ class Option:
 
 
 # The option an out-of-scope question adds after its declared ones (decision-api.md's explicit way out).
-OUT_OF_SCOPE = Option(
-    "x_out_of_scope", "None of these: the state does not give enough information, or no option fits", None
-)
+OUT_OF_SCOPE = Option("x_out_of_scope", "None of these / not enough information", None)
 
 
 def render_text(value: Text | None) -> str:
