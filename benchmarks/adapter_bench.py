@@ -305,7 +305,12 @@ def bench_order_bias(tmp: Path) -> dict[str, Any]:
     order, and the mean probability given to whatever option sits in the first slot."""
     out: dict[str, Any] = {}
     names = list(ORDER_QUESTION)
-    for label, env in (("debias_off", {"DECISION_ORDER_DEBIAS": "false"}), ("debias_on", {})):
+    settings = (
+        ("debias_off", {"DECISION_ORDER_DEBIAS": "off"}),
+        ("debias_on", {}),  # the default: the given and the reversed order
+        ("debias_rotations", {"DECISION_ORDER_DEBIAS": "rotations"}),
+    )
+    for label, env in settings:
         adapter = start_adapter(tmp / label, env=env)
         try:
             tvs, flips, first_mass = [], [], []
