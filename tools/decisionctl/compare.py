@@ -36,7 +36,9 @@ IDENTITY_FIELDS = (
     "n_gpu_layers",
     "prompt_template",
     "order_debias",
+    "order_debias_mode",
     "calibration",
+    "policy",
 )
 
 
