@@ -45,6 +45,9 @@ def decision_environment(
         "DECISION_INSTANCE_TYPES": ",".join(settings.instance_types),
         "DECISION_MAX_CONCURRENCY": str(settings.max_concurrency),
         "DECISION_MAX_QUEUE": str(settings.max_queue),
+        # Chat has its own endpoint (the `chat` section, the stock DLC): a chat context here would only take
+        # KV memory and, where the threads are split, cores from the decisions.
+        "DECISION_CHAT_CONTEXTS": "0",
         "SM_LLAMA_CPP_CTX_SIZE": str(settings.ctx_size),
     }
     if isinstance(settings, CpuEndpoint):

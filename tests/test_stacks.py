@@ -266,6 +266,7 @@ def test_endpoint_names_and_run_identity_environment(synth: Synthesized) -> None
         assert env["DECISION_INSTANCE_TYPES"] == ",".join(settings.instance_types)
         assert env["DECISION_MAX_CONCURRENCY"] == str(settings.max_concurrency)
         assert env["DECISION_MAX_QUEUE"] == str(settings.max_queue)
+        assert env["DECISION_CHAT_CONTEXTS"] == "0"  # decisions keep every context and core; chat is its own endpoint
         assert env["SM_LLAMA_CPP_CTX_SIZE"] == str(settings.ctx_size)
         if section == "cpu":
             assert env["SM_LLAMA_CPP_THREADS"] == str(settings.threads)  # type: ignore[union-attr]
