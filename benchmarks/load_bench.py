@@ -16,7 +16,7 @@ and whether retries amplify overload.
   side by side (target: p95 within 1.25x of idle), and with chat off (every core to the one decision context).
 
 Load goes through `decisionctl.bench.run_target`, the code `decisionctl bench` runs; adapters run one at a
-time through the `serve` entrypoint (tests/conftest.py's launcher). Writes OUT/bench.json (decisionctl
+time through the `serve` entrypoint (decision_adapter.launcher). Writes OUT/bench.json (decisionctl
 bench's format, which `decisionctl bench --from-result` reads, plus "retry_amplification") and OUT/bench.png.
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -36,15 +35,10 @@ from typing import Any
 
 import httpx
 import psutil
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from decision_adapter.settings import AdapterSettings  # noqa: E402
-from decisionctl import bench, render, workloads  # noqa: E402
-from decisionctl.transport import HttpTransport, Reply, RetryPolicy  # noqa: E402
-
-from tests.conftest import MODEL_FILE, AdapterProcess, start_adapter  # noqa: E402
+from decision_adapter.launcher import MODEL_FILE, ROOT, AdapterProcess, start_adapter
+from decision_adapter.settings import AdapterSettings
+from decisionctl import bench, render, workloads
+from decisionctl.transport import HttpTransport, Reply, RetryPolicy
 
 TIMEOUT_S = 900.0  # 16 clients on one 2,000-token context queue for minutes here; no answer is cut short
 CORES = os.cpu_count() or 1
