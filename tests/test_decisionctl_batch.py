@@ -2,8 +2,8 @@
 
 S3, Step Functions, CloudFormation, SageMaker and the SageMaker runtime are botocore Stubbers standing in for
 AWS (each stub checks the request's exact parameters; an unexpected call fails the test). The --url path is
-tested here against an in-process stand-in for the adapter that follows /work/notes/jsonl-contract.md; its end
-to end test on the bundled model comes with the adapter's JSON Lines route.
+tested against an in-process stand-in for the adapter that follows the JSON Lines contract (docs/bulk.md), and
+once end to end on the bundled model through the real adapter's JSON Lines route (marked `model`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 from decisionctl import batch as batch_mod
-from decisionctl import bulk_aws, compare
+from decisionctl import bulk_aws, cli, compare
 from decisionctl.batch_state import ANSWERS, EVALUATE_DIR, BatchRunError, RunState, new_run_name
 from decisionctl.bulk_records import PartAnswers, RecordError, chunks, join, read_records, scan
 from decisionctl.prices import PriceTable
@@ -656,3 +656,35 @@ def test_the_cli_reads_and_writes_where_the_stacks_grant() -> None:
     assert output.removesuffix(bulk_aws.ASYNC_OUTPUT_DIR) + bulk_aws.ASYNC_INPUT_DIR == async_inference.INPUT_PREFIX
     assert batch_mod.URL_BATCHES.bytes <= 6 << 20 and batch_mod.ASYNC_PARTS.bytes <= 6 << 20  # the adapter's body limit
     assert len(batch_transform.job_name_prefix("a" * 16) + new_run_name()) <= 63
+
+
+# --- --url end to end on the bundled model ------------------------------------------------------------
+
+
+@pytest.mark.model
+def test_url_run_on_the_bundled_model_answers_as_single_requests_and_writes_an_evaluate_run(
+    adapter_url: str, tmp_path: Path
+) -> None:
+    """`decisionctl batch run --url` through the real adapter's JSON Lines route (mini-batches of 4): every
+    case answered, each answer the one its case gets alone, an evaluate directory compare reads, no state text."""
+    cases, out = labeled_file(tmp_path / "cases.jsonl", 9), tmp_path / "out"
+    argv = ["batch", "run", str(cases), "--url", adapter_url, "--out", str(out), "--part-records", "4"]
+    assert cli.main(argv) == 0
+    lines = [json.loads(line) for line in (out / ANSWERS).read_text().splitlines()]
+    records = list(read_records(cases))
+    assert [line["id"] for line in lines] == [r.id for r in records] and all("answers" in line for line in lines)
+    for record, line in zip(records[:3], lines[:3], strict=True):  # one of each question type
+        assert record.case is not None
+        alone = httpx.post(adapter_url + "/invocations", json=record.case.request(), timeout=120).json()
+        (qid, answer), (_, expected) = next(iter(line["answers"].items())), next(iter(alone["answers"].items()))
+        assert answer["type"] == expected["type"] and qid in alone["answers"]
+        got = [answer["noul"]] if answer["type"] == "noul" else list(answer["probabilities"].values())
+        want = [expected["noul"]] if expected["type"] == "noul" else list(expected["probabilities"].values())
+        assert got == pytest.approx(want, abs=1e-6)
+    results = json.loads((out / EVALUATE_DIR / "results.json").read_text())
+    assert (results["cases"], results["scored"]) == (9, 9)
+    run = compare.load_run(out / EVALUATE_DIR)
+    assert set(run.predictions) == {f"c{i}" for i in range(9)}
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["records"], summary["answered"], summary["failed"]) == (9, 9, 0)
+    no_state_text(out)

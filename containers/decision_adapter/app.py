@@ -1,4 +1,4 @@
-"""The HTTP surface: the decision API, SageMaker's /ping and /invocations, and /metrics.
+"""The HTTP surface: the decision API, SageMaker's /ping, /invocations and /execution-parameters, and /metrics.
 
 `create_app(settings, runtime_settings, service=None)` builds an app; the model service is created
 in the lifespan hook (or passed in), held on `app.state`, never in module globals.
@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import RELEASE_DATE, __version__, events, handlers
+from . import RELEASE_DATE, __version__, bulk, events, handlers
 from .contract import DEFAULT_MODEL_ALIAS
 from .errors import (
     ERROR_TABLE,
@@ -29,6 +29,7 @@ from .errors import (
     UnsupportedShape,
     error_response,
     startup_failure,
+    validation_detail,
 )
 from .events import requests_log
 from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
@@ -131,11 +132,7 @@ def create_app(
         """422 with where and why (decision-api.md), without FastAPI's echo of the offending input: the input can
         be customer text, which error bodies carry into client logs, or a non-finite number (Python's JSON
         reader accepts `Infinity` and `NaN`) that a JSON body cannot carry back."""
-        detail = [
-            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-            for e in err.errors()
-        ]
-        return JSONResponse(status_code=422, content={"detail": detail})
+        return JSONResponse(status_code=422, content={"detail": validation_detail(err.errors())})
 
     def svc(request: Request) -> ModelService:
         service_: ModelService | None = getattr(request.app.state, "service", None)
@@ -158,6 +155,11 @@ def create_app(
     async def ping(request: Request) -> Response:
         svc(request)
         return JSONResponse({"status": "ok"})
+
+    @app.get("/execution-parameters")
+    async def batch_execution_parameters() -> Response:
+        """Batch Transform asks this once (no key: SageMaker sends none); the values come from settings alone."""
+        return JSONResponse(bulk.execution_parameters(settings))
 
     @app.get("/v1/models", response_model=ModelList)
     async def models(request: Request) -> ModelList:
@@ -187,6 +189,8 @@ def create_app(
         authorize(request)
         s = svc(request)
         raw = await request.body()
+        if bulk.is_json_lines(request.headers.get("content-type")):
+            return await bulk.invocations(s, raw)
         try:
             payload = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:

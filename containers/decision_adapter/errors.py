@@ -1,12 +1,14 @@
 """The adapter's domain errors and the one table that gives each its HTTP status and body.
 
 Bodies follow the contract: `{"detail": {"error_type", "message"}}` with a JSON media type.
-Validation failures (422 with `detail[]`) are the app's request-validation handler's.
+Validation failures (422 with `detail[]`) are the app's request-validation handler's, built by
+`validation_detail`; JSON Lines error lines (bulk.py) carry the same `detail`s.
 Start-up failures have no response: `startup_failure` gives the line each writes before the process stops.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,8 +109,22 @@ def error_response(err: Exception) -> JSONResponse:
         headers["Retry-After"] = str(retry_after)
     if isinstance(err, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
-    body = {"detail": {"error_type": kind.error_type, "message": kind.message.format(err)}}
-    return JSONResponse(body, status_code=kind.status, headers=headers)
+    return JSONResponse({"detail": error_detail(err)}, status_code=kind.status, headers=headers)
+
+
+def error_detail(err: Exception) -> dict[str, str]:
+    """The body's `detail` for the error; a JSON Lines error line carries the same."""
+    kind = kind_of(err)
+    return {"error_type": kind.error_type, "message": kind.message.format(err)}
+
+
+def validation_detail(errors: Iterable[Mapping[str, Any]], *, prefix: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """A 422's `detail`: where (`loc`, under `prefix`) and why (`msg`, `type`) of each validation error, never its
+    input, which can be customer text or a non-finite number JSON cannot carry back."""
+    return [
+        {"loc": [*prefix, *e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in errors
+    ]
 
 
 def startup_failure(err: Exception) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 
 from . import events
 from .answers import decision_response
+from .engine import DecisionOutcome
 from .errors import ModelNotServed
 from .events import requests_log
 from .policy import ACTION_COUNT_FIELDS
@@ -32,12 +33,24 @@ IDENTITY_LOGGED = (
 
 
 async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response:
-    if body.model not in s.served_names:
-        raise ModelNotServed(f"model {body.model!r} is not served here; use one of {sorted(s.served_names)}")
+    check_model(body, s.served_names)
     request_id = uuid.uuid4().hex
     t0 = time.perf_counter()
     outcome = await s.decide(body, request_id=request_id, route=route)
     latency_ms = (time.perf_counter() - t0) * 1e3
+    response = respond(s, body, outcome, request_id=request_id, route=route, latency_ms=latency_ms)
+    return JSONResponse(response.model_dump(exclude_none=True))
+
+
+def check_model(body: DecisionRequest, served_names: set[str]) -> None:
+    if body.model not in served_names:
+        raise ModelNotServed(f"model {body.model!r} is not served here; use one of {sorted(served_names)}")
+
+
+def respond(
+    s: ModelService, body: DecisionRequest, outcome: DecisionOutcome, *, request_id: str, route: str, latency_ms: float
+) -> DecisionResponse:
+    """The response to one decision (a request, or a record of a JSON Lines body), and its `decision` log line."""
     run = RunRecord(**s.identity.model_dump(), request_id=request_id, state_source=outcome.state_source)
     response = decision_response(
         model=s.model_name,
@@ -51,7 +64,7 @@ async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response
     _log_decision(
         s, body, response, request_id=request_id, route=route, state_source=outcome.state_source, latency_ms=latency_ms
     )
-    return JSONResponse(response.model_dump(exclude_none=True))
+    return response
 
 
 def _log_decision(
