@@ -1,7 +1,7 @@
 """Bulk decisions on the bundled SmolLM2 model: JSON Lines mini-batches against one request per record, and
 the memory of the adapter and of `decisionctl batch run --url` over a 100,000-record file.
 
-    .venv/bin/python benchmarks/bulk_bench.py [--quick] [--only throughput memory] [--out benchmarks/bulk_results.json]
+    .venv/bin/python benchmarks/bulk_bench.py [--quick] [--only throughput streaming memory] [--out FILE]
 
 throughput: the same 200 records with 4 questions each, sent as one request per record (POST /invocations,
 application/json, one keep-alive connection) and as JSON Lines mini-batches of 50 records (decisionctl's
@@ -9,10 +9,13 @@ default for --url), alternating, on one adapter as shipped (state cache on); onc
 and once with 50 distinct states. Each repetition salts the states, so no run finds another's states cached.
 Records per second and the ratio batch / single (target >= 1.0 in both).
 
-memory: a 100,000-record file (tiny states, one yes/no question, order-debiasing off so the run takes
-minutes, not hours) through `decisionctl batch run --url` against an adapter process; the peak RSS of both
-processes, sampled every 0.5 s, and their RSS when 10% of the records were answered (bounded: the peak stays
-near the 10% value; the file is never loaded whole).
+streaming: a 100,000-record file through `decisionctl batch run --url` against an adapter process, every
+record naming a model the adapter does not serve, so each gets its `model_not_found` error line at once and the
+run takes a minute or two: the memory of streaming the file, posting 2,000 mini-batches and writing the
+answers, without the model's time. memory: the same with records the model answers (tiny states, one yes/no
+question, order-debiasing off; 10,000 by default, about 75 ms a record on 2 cores, so 100,000 take about
+2 hours). Both report the peak RSS of the two processes, sampled every 0.5 s, and their RSS when 10% of the
+records were done (bounded: the peak stays near the 10% value; the file is never loaded whole).
 """
 
 from __future__ import annotations
@@ -100,11 +103,11 @@ def bench_throughput(tmp: Path, repeat: int) -> dict[str, Any]:
     return out
 
 
-def write_cases(path: Path, count: int) -> None:
+def write_cases(path: Path, count: int, model: str) -> None:
     question = {"refund": {"type": "noul"}}
     with path.open("w", encoding="utf-8") as f:
         for i in range(count):
-            f.write(json.dumps({"id": i, "state": f"case {i % 20}", "questions": question}) + "\n")
+            f.write(json.dumps({"id": i, "model": model, "state": f"case {i % 20}", "questions": question}) + "\n")
 
 
 class PeakRss:
@@ -152,10 +155,11 @@ def progress(out: Path) -> Iterator[int]:
             yield 0
 
 
-def bench_memory(tmp: Path, count: int) -> dict[str, Any]:
+def bench_memory(tmp: Path, count: int, *, answered: bool) -> dict[str, Any]:
+    """`answered`: records the model evaluates; otherwise each names a model not served (an error line at once)."""
     cases, out = tmp / "cases.jsonl", tmp / "out"
     tmp.mkdir(parents=True, exist_ok=True)
-    write_cases(cases, count)
+    write_cases(cases, count, "jev-latest" if answered else "not-served-here")
     adapter = start_adapter(tmp / "adapter", env={"DECISION_ORDER_DEBIAS": "false"})
     adapter_start = psutil.Process(adapter.proc.pid).memory_info().rss / 2**20
     cmd = [sys.executable, "-m", "decisionctl.cli", "batch", "run", str(cases), "--url", adapter.url, "--out", str(out)]
@@ -181,6 +185,7 @@ def bench_memory(tmp: Path, count: int) -> dict[str, Any]:
         "records": count,
         "file_mb": round(cases.stat().st_size / 2**20, 1),
         "answered": summary["answered"],
+        "failed": summary["failed"],
         "seconds": round(seconds, 1),
         "records_per_s": round(count / seconds, 1),
         "adapter_rss_after_load_mb": round(adapter_start, 1),
@@ -193,17 +198,22 @@ def bench_memory(tmp: Path, count: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="1 repetition and 5,000 records (a smoke run)")
-    parser.add_argument("--only", nargs="*", choices=("throughput", "memory"), help="run only these sections")
+    parser.add_argument("--quick", action="store_true", help="1 repetition, 10,000 and 500 records (a smoke run)")
+    parser.add_argument(
+        "--only", nargs="*", choices=("throughput", "streaming", "memory"), help="run only these sections"
+    )
     parser.add_argument("--repeat", type=int, help="repetitions per comparison (default 3, 1 with --quick)")
-    parser.add_argument("--memory-records", type=int, help="records of the memory run (default 100000)")
+    parser.add_argument("--streaming-records", type=int, help="records of the streaming run (default 100000)")
+    parser.add_argument("--memory-records", type=int, help="answered records of the memory run (default 10000)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "bulk_results.json")
     args = parser.parse_args()
     repeat = args.repeat or (1 if args.quick else 3)
-    count = args.memory_records or (5000 if args.quick else 100_000)
+    streamed = args.streaming_records or (10_000 if args.quick else 100_000)
+    evaluated = args.memory_records or (500 if args.quick else 10_000)
     sections: dict[str, Callable[[Path], dict[str, Any]]] = {
         "throughput": lambda t: bench_throughput(t, repeat),
-        "memory": lambda t: bench_memory(t, count),
+        "streaming": lambda t: bench_memory(t, streamed, answered=False),
+        "memory": lambda t: bench_memory(t, evaluated, answered=True),
     }
     results: dict[str, Any] = {"machine": {"logical_cpus": psutil.cpu_count()}, "model": MODEL_FILE}
     results["quick"] = args.quick
