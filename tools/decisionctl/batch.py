@@ -5,7 +5,7 @@ The file is read as a stream (bounded memory: one part at a time) and cut into p
 part is uploaded (boto3's managed transfer, multipart for large parts) or posted, answered, and joined back
 to its records by position. OUT/run.json (batch_state.py) makes an interrupted run go on where it stopped:
 a part already uploaded is not uploaded again, and a job or invocation already started is not started again.
-The JSON Lines contract of the adapter is /work/notes/jsonl-contract.md's (docs/bulk.md).
+The JSON Lines contract of the adapter's /invocations route is docs/bulk.md's.
 """
 
 from __future__ import annotations
