@@ -28,7 +28,12 @@ from constructs import Construct
 from stacks.autoscaling import SERVICE_LINKED_ROLE
 from stacks.bulk_config import AsyncEndpoint
 from stacks.config import CpuEndpoint, GpuEndpoint, has_local_nvme
-from stacks.endpoint import log_group_removal_policy
+from stacks.endpoint import (
+    acknowledge_unscoped_actions,
+    decision_model,
+    endpoint_log_group,
+    logs_and_metrics_statements,
+)
 from stacks.nag import acknowledge, object_finding
 
 INPUT_PREFIX = "async/input/"
@@ -69,14 +74,7 @@ class AsyncDecisionEndpoint(Construct):
         self.input_uri = f"s3://{bucket.bucket_name}/{INPUT_PREFIX}"
         self.output_uri = f"s3://{bucket.bucket_name}/{OUTPUT_PREFIX}"
         self.failure_uri = f"s3://{bucket.bucket_name}/{FAILURE_PREFIX}"
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
-            retention=log_retention,
-            # as the real-time endpoints' (stacks/endpoint.py): a failed first create leaves no named group behind
-            removal_policy=log_group_removal_policy(removal_policy),
-        )
+        self.log_group = endpoint_log_group(self, endpoint_name, log_retention, removal_policy)
         self.success_topic = self._topic("SuccessTopic", f"{endpoint_name}: answers written", key)
         self.error_topic = self._topic("ErrorTopic", f"{endpoint_name}: requests failed", key)
         self.role = iam.Role(
@@ -87,22 +85,14 @@ class AsyncDecisionEndpoint(Construct):
         )
         self._grant(bucket, model_object_arn, repository, key)
 
-        self.model = sagemaker.CfnModel(
+        self.model = decision_model(
             self,
-            "Model",
-            execution_role_arn=self.role.role_arn,
-            enable_network_isolation=True,
-            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                image=image,
-                model_data_url=model_data_url,
-                # The run identity names the instance type this endpoint runs on, not the section's.
-                environment=dict(sorted({**environment, "DECISION_INSTANCE_TYPES": settings.instance_type}.items())),
-                mode="SingleModel",
-            ),
+            self.role,
+            image=image,
+            model_data_url=model_data_url,
+            # The run identity names the instance type this endpoint runs on, not the section's.
+            environment={**environment, "DECISION_INSTANCE_TYPES": settings.instance_type},
         )
-        policy = self.role.node.try_find_child("DefaultPolicy")
-        if policy is not None:
-            self.model.node.add_dependency(policy)
         self.config = sagemaker.CfnEndpointConfig(
             self,
             "Config",
@@ -220,12 +210,6 @@ class AsyncDecisionEndpoint(Construct):
 
     def _grant(self, bucket: s3.IBucket, model_object_arn: str, repository: ecr.IRepository, key: kms.IKey) -> None:
         stack = cdk.Stack.of(self)
-        group_arn = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=self.log_group.log_group_name,
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
 
         def via(*services: str) -> dict[str, dict[str, list[str]]]:
             return {
@@ -233,17 +217,7 @@ class AsyncDecisionEndpoint(Construct):
             }
 
         statements = [
-            iam.PolicyStatement(actions=["logs:CreateLogGroup"], resources=[group_arn]),
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
-                resources=[self.log_group.log_group_arn],
-            ),
-            # PutMetricData has no resource-level permissions; the namespace condition scopes it instead.
-            iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
-            ),
+            *logs_and_metrics_statements(self, self.log_group),
             iam.PolicyStatement(
                 actions=["s3:GetObject"], resources=[model_object_arn, bucket.arn_for_objects(f"{INPUT_PREFIX}*")]
             ),
@@ -267,9 +241,4 @@ class AsyncDecisionEndpoint(Construct):
                 "Asynchronous requests are read from async/input/ and answered under async/output/ and "
                 "async/failure/ with object names chosen per request, so each grant is one prefix",
             )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "cloudwatch:PutMetricData and ecr:GetAuthorizationToken have no resource-level permissions (AWS requires "
-            "Resource *); PutMetricData is limited by a cloudwatch:namespace condition",
-        )
+        acknowledge_unscoped_actions(self.role)

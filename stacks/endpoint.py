@@ -38,6 +38,74 @@ def log_group_removal_policy(removal_policy: cdk.RemovalPolicy) -> cdk.RemovalPo
     return removal_policy
 
 
+def endpoint_log_group(
+    scope: Construct, endpoint_name: str, retention: logs.RetentionDays, removal_policy: cdk.RemovalPolicy
+) -> logs.LogGroup:
+    """`/aws/sagemaker/Endpoints/<name>`, where SageMaker writes the endpoint's container logs."""
+    return logs.LogGroup(
+        scope,
+        "Logs",
+        log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
+        retention=retention,
+        removal_policy=log_group_removal_policy(removal_policy),
+    )
+
+
+def logs_and_metrics_statements(scope: Construct, log_group: logs.LogGroup) -> list[iam.PolicyStatement]:
+    """What an endpoint's container needs to write its log group and its metrics."""
+    group_arn = cdk.Stack.of(scope).format_arn(
+        service="logs",
+        resource="log-group",
+        resource_name=log_group.log_group_name,
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    return [
+        iam.PolicyStatement(actions=["logs:CreateLogGroup"], resources=[group_arn]),
+        iam.PolicyStatement(
+            actions=["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+            resources=[log_group.log_group_arn],
+        ),
+        # PutMetricData has no resource-level permissions; the namespace condition scopes it instead.
+        iam.PolicyStatement(
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
+        ),
+    ]
+
+
+def acknowledge_unscoped_actions(role: iam.Role) -> None:
+    acknowledge(
+        role,
+        "AwsSolutions-IAM5[Resource::*]",
+        "cloudwatch:PutMetricData and ecr:GetAuthorizationToken have no resource-level permissions (AWS requires "
+        "Resource *); PutMetricData is limited by a cloudwatch:namespace condition",
+    )
+
+
+def decision_model(
+    scope: Construct, role: iam.Role, *, image: str, model_data_url: str, environment: Mapping[str, str]
+) -> sagemaker.CfnModel:
+    """The SageMaker model of the adapter image over the artifact, network-isolated, created after the role's
+    policy: SageMaker uses the policy (added to by the stack's grants) as soon as the model exists."""
+    model = sagemaker.CfnModel(
+        scope,
+        "Model",
+        execution_role_arn=role.role_arn,
+        enable_network_isolation=True,
+        primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+            image=image,
+            model_data_url=model_data_url,
+            environment=dict(sorted(environment.items())),
+            mode="SingleModel",
+        ),
+    )
+    policy = role.node.try_find_child("DefaultPolicy")
+    if policy is not None:
+        model.node.add_dependency(policy)
+    return model
+
+
 class ServingEndpoint(Construct):
     """The stack grants the role its model object, repository and key; this construct wires the rest."""
 
@@ -60,37 +128,19 @@ class ServingEndpoint(Construct):
         self.endpoint_name = endpoint_name
         self.variant_name = VARIANT_NAME
         self.settings = settings
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
-            retention=log_retention,
-            removal_policy=log_group_removal_policy(removal_policy),
-        )
+        self.log_group = endpoint_log_group(self, endpoint_name, log_retention, removal_policy)
         self.role = iam.Role(
             self,
             "ExecutionRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"SageMaker execution role of the {endpoint_name} endpoint",
         )
-        self._grant_logs_and_metrics()
-
-        self.model = sagemaker.CfnModel(
-            self,
-            "Model",
-            execution_role_arn=self.role.role_arn,
-            enable_network_isolation=True,
-            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                image=image,
-                model_data_url=model_data_url,
-                environment=dict(sorted(environment.items())),
-                mode="SingleModel",
-            ),
+        for statement in logs_and_metrics_statements(self, self.log_group):
+            self.role.add_to_policy(statement)
+        acknowledge_unscoped_actions(self.role)
+        self.model = decision_model(
+            self, self.role, image=image, model_data_url=model_data_url, environment=environment
         )
-        # SageMaker uses the role's policy (added to by the stack's grants) as soon as the model exists.
-        policy = self.role.node.try_find_child("DefaultPolicy")
-        if policy is not None:
-            self.model.node.add_dependency(policy)
         self.config = sagemaker.CfnEndpointConfig(
             self,
             "Config",
@@ -137,34 +187,4 @@ class ServingEndpoint(Construct):
             container_startup_health_check_timeout_in_seconds=s.startup_health_check_timeout_seconds,
             model_data_download_timeout_in_seconds=download_timeout,
             variant_instance_provision_timeout_in_seconds=s.instance_provision_timeout_seconds,
-        )
-
-    def _grant_logs_and_metrics(self) -> None:
-        stack = cdk.Stack.of(self)
-        group_arn = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=self.log_group.log_group_name,
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
-        self.role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogGroup"], resources=[group_arn]))
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
-                resources=[self.log_group.log_group_arn],
-            )
-        )
-        # PutMetricData has no resource-level permissions; the namespace condition scopes it instead.
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
-            )
-        )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "cloudwatch:PutMetricData and ecr:GetAuthorizationToken have no resource-level permissions (AWS requires "
-            "Resource *); PutMetricData is limited by a cloudwatch:namespace condition",
         )
