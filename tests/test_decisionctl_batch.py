@@ -570,32 +570,16 @@ def test_async_queues_each_part_once_polls_and_joins(tmp_path: Path) -> None:
                 "ContentType": "application/jsonlines",
                 "Accept": "application/jsonlines",
                 "InferenceId": f"{run}-{index:05d}",
+                "InvocationTimeoutSeconds": 3600,
             },
         )
-    s3.add_client_error(
-        "head_object",
-        service_error_code="404",
-        http_status_code=404,
-        expected_params={"Bucket": BUCKET, "Key": "async/output/o0.out"},
-    )
-    s3.add_client_error(
-        "head_object",
-        service_error_code="404",
-        http_status_code=404,
-        expected_params={"Bucket": BUCKET, "Key": "async/failure/o0-error.out"},
-    )
-    s3.add_client_error(
-        "head_object",
-        service_error_code="404",
-        http_status_code=404,
-        expected_params={"Bucket": BUCKET, "Key": "async/output/o1.out"},
-    )
-    s3.add_client_error(
-        "head_object",
-        service_error_code="404",
-        http_status_code=404,
-        expected_params={"Bucket": BUCKET, "Key": "async/failure/o1-error.out"},
-    )
+    for key in ("output/o0.out", "failure/o0-error.out", "output/o1.out", "failure/o1-error.out"):
+        s3.add_client_error(
+            "head_object",
+            service_error_code="404",
+            http_status_code=404,
+            expected_params={"Bucket": BUCKET, "Key": f"async/{key}"},
+        )
     with pytest.raises(batch_mod.WaitTimedOut):
         batch_mod.run_async(
             cases,

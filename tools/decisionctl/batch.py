@@ -46,6 +46,7 @@ class PartSize:
 TRANSFORM_PARTS = PartSize(5000, 8 << 20)
 ASYNC_PARTS = PartSize(200, 5 << 20)
 URL_BATCHES = PartSize(50, 1 << 20)
+ASYNC_INVOCATION_TIMEOUT_S = 3600  # the most SageMaker allows a request: a part of 200 long records takes minutes
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Options:
     parts: PartSize | None = None  # None: the mode's default
     poll_s: float = 10.0
     wait_timeout_s: float | None = None
+    invocation_timeout_s: int = ASYNC_INVOCATION_TIMEOUT_S
     prices: PriceTable = field(default_factory=lambda: load_prices(BUILTIN))
     thresholds: dict[str, float | int] = field(
         default_factory=lambda: {"target_accuracy": 0.9, "min_support": 5, "review_accuracy": 0.5}
@@ -187,9 +189,9 @@ def run_async(
         state.started_s = o.clock()
     if not state.parts_complete:
         for index, _ in _upload_parts(clients, state, cases, out, folder=folder, size=o.parts or ASYNC_PARTS, o=o):
-            _invoke(clients, state, out, endpoint, index)
+            _invoke(clients, state, out, endpoint, index, timeout_s=o.invocation_timeout_s)
     for index in range(len(state.parts)):  # parts uploaded by an interrupted run but never queued
-        _invoke(clients, state, out, endpoint, index)
+        _invoke(clients, state, out, endpoint, index, timeout_s=o.invocation_timeout_s)
 
     def poll() -> tuple[bool, str]:
         for part in state.parts:
@@ -227,13 +229,13 @@ def run_async(
     return finish(cases, out, state, answers(), seconds=seconds, cost=cost, details={}, thresholds=o.thresholds)
 
 
-def _invoke(clients: AwsClients, state: RunState, out: Path, endpoint: str, index: int) -> None:
+def _invoke(clients: AwsClients, state: RunState, out: Path, endpoint: str, index: int, *, timeout_s: int) -> None:
     part = state.parts[index]
     if "output" in part:
         return
     inference_id = f"{state.run}-{index:05d}"
     part["output"], part["failure"] = bulk_aws.invoke_async(
-        clients.runtime, endpoint, bulk_aws.S3Uri.parse(part["uri"]), inference_id
+        clients.runtime, endpoint, bulk_aws.S3Uri.parse(part["uri"]), inference_id, timeout_s
     )
     state.save(out)
 

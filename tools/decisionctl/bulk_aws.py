@@ -207,14 +207,16 @@ def async_target(sagemaker: Any, endpoint: str, input_uri: str | None = None) ->
     return AsyncTarget(endpoint, str(config["ProductionVariants"][0].get("InstanceType", "")), output, source)
 
 
-def invoke_async(runtime: Any, endpoint: str, source: S3Uri, inference_id: str) -> tuple[str, str]:
-    """Queue one part; returns where its answers (OutputLocation) or its error (FailureLocation) will be."""
+def invoke_async(runtime: Any, endpoint: str, source: S3Uri, inference_id: str, timeout_s: int) -> tuple[str, str]:
+    """Queue one part, to be answered within `timeout_s` (SageMaker's InvocationTimeoutSeconds: at most 3600,
+    15 minutes if unset); returns where its answers (OutputLocation) or its error (FailureLocation) will be."""
     reply = runtime.invoke_endpoint_async(
         EndpointName=endpoint,
         InputLocation=str(source),
         ContentType=JSON_LINES,
         Accept=JSON_LINES,
         InferenceId=inference_id,
+        InvocationTimeoutSeconds=timeout_s,
     )
     return str(reply["OutputLocation"]), str(reply.get("FailureLocation", ""))
 

@@ -18,6 +18,16 @@ HELP = "run a JSONL file of decisions through Batch Transform, an async endpoint
 EXIT_INTERRUPTED = 130
 
 
+def invocation_timeout(text: str) -> int:
+    try:
+        seconds = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"whole seconds expected: {text!r}") from exc
+    if not 1 <= seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"SageMaker allows 1 to 3600 seconds per asynchronous request: {seconds}")
+    return seconds
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = "Bulk decisions; see docs/bulk.md for when to use real-time, async or batch."
     sub = p.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
@@ -48,6 +58,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--part-records", type=int, metavar="N", help="records per part (defaults: transform 5000, async 200, url 50)"
     )
+    r.add_argument(
+        "--invocation-timeout",
+        type=invocation_timeout,
+        default=batch_mod.ASYNC_INVOCATION_TIMEOUT_S,
+        metavar="S",
+        help="--async-endpoint: seconds SageMaker gives each part before it fails it (1-3600; default 3600)",
+    )
     r.add_argument("--poll", type=float, default=10.0, metavar="S", help="seconds between status checks (10)")
     r.add_argument("--wait-timeout", type=float, metavar="S", help="stop waiting after S seconds (resumable)")
     r.add_argument("--prices", default=BUILTIN, metavar="FILE", help="hourly prices for the cost estimate")
@@ -67,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         parts=batch_mod.PartSize(args.part_records, size.bytes) if args.part_records else size,
         poll_s=args.poll,
         wait_timeout_s=args.wait_timeout,
+        invocation_timeout_s=args.invocation_timeout,
         prices=load_prices(args.prices),
         thresholds={
             "target_accuracy": args.target_accuracy,
