@@ -139,6 +139,9 @@ def test_every_good_record_equals_its_single_request_answer(mini_batch: dict[str
     sources = {json.loads(line)["x_run"]["state_source"] for line in mini_batch["response"].text.splitlines()
                if "x_run" in json.loads(line)}  # fmt: skip
     assert "resident" in sources  # records that share a state are not prefilled again
+    # 8 states x 3 question sets repeat with period 24: each pair is evaluated once, its repeats read nothing
+    evaluated = [a["x_evaluated_tokens"] for a in answers if "x_evaluated_tokens" in a]
+    assert len(evaluated) == RECORDS - len(BAD) and evaluated.count(0) == RECORDS - len(BAD) - 24
 
 
 def test_bad_records_get_the_single_routes_error_and_the_others_are_answered(

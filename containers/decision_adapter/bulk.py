@@ -20,7 +20,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from . import events, handlers
-from .engine import DecisionEngine
+from .engine import AnswerMemo, DecisionEngine
 from .errors import AdapterError, TokenBudgetExceeded, error_detail, status_of, validation_detail
 from .events import log_rejection
 from .schemas import DecisionRequest
@@ -127,6 +127,7 @@ def answer(s: ModelService, engine: DecisionEngine, records: Sequence[Record], *
     """Evaluate the records on one context (in a worker thread): each gets its answer line or its error.
     Returns how many were answered."""
     answered = 0
+    memo: AnswerMemo = {}  # a question asked again of the same state, in this mini-batch, is not evaluated again
     for i in evaluation_order(records):
         record = records[i]
         request = record.request
@@ -134,7 +135,7 @@ def answer(s: ModelService, engine: DecisionEngine, records: Sequence[Record], *
         request_id = uuid.uuid4().hex
         t0 = time.perf_counter()
         try:
-            outcome = engine.decide(request)
+            outcome = engine.decide(request, memo)
         except TokenBudgetExceeded as e:
             log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
             record.error = _domain_error(e)

@@ -60,6 +60,17 @@ def options_hash(question: AnyQuestion) -> str:
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
 
 
+AnswerMemo = dict[str, Scored]
+
+
+def memo_key(state: Text, qid: str, question: AnyQuestion) -> str:
+    """Everything a question's answer depends on within one engine: the state, the question's id (prompt
+    schemes may show it) and the question itself, canonical."""
+    return json.dumps(
+        [state, qid, question.model_dump(mode="json")], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+
+
 def log_softmax(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     m = float(np.max(x))
     return x - (m + float(np.log(np.sum(np.exp(x - m)))))
@@ -96,7 +107,9 @@ class DecisionEngine:
         self._prefix_snapshot: tuple[tuple[Unit, ...], bytes] | None = None
 
     # -- public
-    def decide(self, request: DecisionRequest) -> DecisionOutcome:
+    def decide(self, request: DecisionRequest, memo: AnswerMemo | None = None) -> DecisionOutcome:
+        """`memo`: the answers of earlier records of one JSON Lines mini-batch; a question asked again of the
+        same state is answered from it (the same computation, not repeated) and new answers go into it."""
         t0 = time.perf_counter()
         prefix = self._prefix_units(request.state)
         plans = {qid: self._plan(qid, q, request.state) for qid, q in request.questions.items()}
@@ -112,7 +125,15 @@ class DecisionEngine:
         decoded_before = self.rt.tokens_decoded
         source = self._load_prefix(prefix)
         t2 = time.perf_counter()
-        answers = {qid: self._score(prefix, plan) for qid, plan in plans.items()}
+        answers = {}
+        for qid, plan in plans.items():
+            if memo is None:
+                answers[qid] = self._score(prefix, plan)
+                continue
+            key = memo_key(request.state, qid, plan.question)
+            if key not in memo:
+                memo[key] = self._score(prefix, plan)
+            answers[qid] = memo[key]
         t3 = time.perf_counter()
         evaluated = self.rt.tokens_decoded - decoded_before
         input_tokens = prefix_len + sum(a.suffix_tokens for a in answers.values())
