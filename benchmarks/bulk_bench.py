@@ -7,15 +7,19 @@ throughput: the same 200 records with 4 questions each, sent as one request per 
 application/json, one keep-alive connection) and as JSON Lines mini-batches of 50 records (decisionctl's
 default for --url), alternating, on one adapter as shipped (state cache on); once with every state distinct
 and once with 50 distinct states. Each repetition salts the states, so no run finds another's states cached.
-Records per second and the ratio batch / single (target >= 1.0 in both).
+The two ways alternate block by block (50 records each). Records per second and the ratio batch / single
+(target >= 1.0 in both); what each way spends outside the model's evaluation per record (HTTP, parsing,
+the response), and records answered without reading a token (a question asked again of a state within one
+mini-batch is answered from its first evaluation).
 
 streaming: a 100,000-record file through `decisionctl batch run --url` against an adapter process, every
 record naming a model the adapter does not serve, so each gets its `model_not_found` error line at once and the
 run takes a minute or two: the memory of streaming the file, posting 2,000 mini-batches and writing the
-answers, without the model's time. memory: the same with records the model answers (tiny states, one yes/no
-question, order-debiasing off; 10,000 by default, about 75 ms a record on 2 cores, so 100,000 take about
-2 hours). Both report the peak RSS of the two processes, sampled every 0.5 s, and their RSS when 10% of the
-records were done (bounded: the peak stays near the 10% value; the file is never loaded whole).
+answers, without the model's time. memory: the same with records the model answers (1,000 tiny states in
+turn, so every mini-batch's 50 are distinct and the state cache evicts all along; one yes/no question,
+order-debiasing off; 10,000 by default, about 75 ms a record on 2 cores, so 100,000 take about 2 hours).
+Both report the peak RSS of the two processes, sampled every 0.5 s, and their RSS when 10% of the records
+were done (bounded: the peak stays near the 10% value; the file is never loaded whole).
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,40 +64,67 @@ def records(distinct_states: int, salt: str) -> list[dict[str, Any]]:
     return bodies
 
 
-def one_request_per_record(http: httpx.Client, url: str, bodies: list[dict[str, Any]]) -> float:
-    t0 = time.perf_counter()
+def one_request_per_record(http: httpx.Client, url: str, bodies: list[dict[str, Any]]) -> tuple[float, float, int]:
+    """Wall seconds, the adapter's own evaluation seconds (x_timing_ms.total) and records that read no token."""
+    t0, engine_ms, free = time.perf_counter(), 0.0, 0
     for body in bodies:
-        http.post(url + "/invocations", json={k: v for k, v in body.items() if k != "id"}).raise_for_status()
-    return time.perf_counter() - t0
-
-
-def mini_batches(http: httpx.Client, url: str, bodies: list[dict[str, Any]]) -> float:
-    t0 = time.perf_counter()
-    for start in range(0, len(bodies), MINI_BATCH):
-        part = bodies[start : start + MINI_BATCH]
-        payload = "".join(json.dumps(b) + "\n" for b in part).encode()
-        r = http.post(url + "/invocations", content=payload, headers={"Content-Type": JSON_LINES})
+        r = http.post(url + "/invocations", json={k: v for k, v in body.items() if k != "id"})
         r.raise_for_status()
-        assert sum("error" not in json.loads(line) for line in r.text.splitlines()) == len(part), r.text[:300]
-    return time.perf_counter() - t0
+        engine_ms += r.json()["x_timing_ms"]["total"]
+        free += r.json()["x_evaluated_tokens"] == 0
+    return time.perf_counter() - t0, engine_ms / 1e3, free
+
+
+def one_mini_batch(http: httpx.Client, url: str, bodies: list[dict[str, Any]]) -> tuple[float, float, int]:
+    payload = "".join(json.dumps(b) + "\n" for b in bodies).encode()
+    t0 = time.perf_counter()
+    r = http.post(url + "/invocations", content=payload, headers={"Content-Type": JSON_LINES})
+    seconds = time.perf_counter() - t0
+    r.raise_for_status()
+    answers = [json.loads(line) for line in r.text.splitlines()]
+    assert sum("error" not in a for a in answers) == len(bodies), r.text[:300]
+    engine_s = sum(a["x_timing_ms"]["total"] for a in answers) / 1e3
+    return seconds, engine_s, sum(a["x_evaluated_tokens"] == 0 for a in answers)
 
 
 def bench_throughput(tmp: Path, repeat: int) -> dict[str, Any]:
+    """Per repetition, the two ways alternate block by block (50 records one by one, then a mini-batch of 50
+    other records, the next block the other way round), so drift on a shared machine falls on both."""
     adapter = start_adapter(tmp / "throughput")
     out: dict[str, Any] = {"records": RECORDS, "questions_per_record": len(QUESTIONS), "mini_batch": MINI_BATCH}
     try:
         with httpx.Client(timeout=600) as http:
-            mini_batches(http, adapter.url, records(4, "warm-up")[:MINI_BATCH])
+            one_mini_batch(http, adapter.url, records(4, "warm-up")[:MINI_BATCH])
             for name, distinct in (("distinct_states", RECORDS), ("50_states", 50)):
-                single_s, batch_s = [], []
+                totals = {"single": [0.0, 0.0, 0], "batch": [0.0, 0.0, 0]}
+                block_ratios = []
                 for k in range(repeat):
-                    single_s.append(one_request_per_record(http, adapter.url, records(distinct, f"{name}-s{k}")))
-                    batch_s.append(mini_batches(http, adapter.url, records(distinct, f"{name}-b{k}")))
-                single, batch = statistics.median(single_s), statistics.median(batch_s)
+                    single_bodies = records(distinct, f"{name}-s{k}")
+                    batch_bodies = records(distinct, f"{name}-b{k}")
+                    for j, start in enumerate(range(0, RECORDS, MINI_BATCH)):
+                        block = slice(start, start + MINI_BATCH)
+                        runs = {}
+                        for way in ("single", "batch") if j % 2 == 0 else ("batch", "single"):
+                            if way == "single":
+                                runs[way] = one_request_per_record(http, adapter.url, single_bodies[block])
+                            else:
+                                runs[way] = one_mini_batch(http, adapter.url, batch_bodies[block])
+                        for way, run in runs.items():
+                            totals[way] = [a + b for a, b in zip(totals[way], run, strict=True)]
+                        block_ratios.append(round(runs["single"][0] / runs["batch"][0], 3))
+                n = RECORDS * repeat
+                single, batch = totals["single"], totals["batch"]
                 out[name] = {
-                    "single_records_per_s": round(RECORDS / single, 2),
-                    "batch_records_per_s": round(RECORDS / batch, 2),
-                    "ratio": round(single / batch, 3),
+                    "single_records_per_s": round(n / single[0], 3),
+                    "batch_records_per_s": round(n / batch[0], 3),
+                    "ratio": round(single[0] / batch[0], 3),
+                    "block_ratios": block_ratios,
+                    "outside_engine_ms_per_record": {
+                        "single": round((single[0] - single[1]) / n * 1e3, 2),
+                        "batch": round((batch[0] - batch[1]) / n * 1e3, 2),
+                    },
+                    "engine_ratio": round(single[1] / batch[1], 3),
+                    "records_reading_no_token": {"single": single[2], "batch": batch[2]},
                     "target": ">= 1.0",
                 }
                 print(f"  {name}: {json.dumps(out[name])}", flush=True)
@@ -103,11 +133,15 @@ def bench_throughput(tmp: Path, repeat: int) -> dict[str, Any]:
     return out
 
 
+STATES_IN_MEMORY_RUN = 1000
+
+
 def write_cases(path: Path, count: int, model: str) -> None:
     question = {"refund": {"type": "noul"}}
     with path.open("w", encoding="utf-8") as f:
         for i in range(count):
-            f.write(json.dumps({"id": i, "model": model, "state": f"case {i % 20}", "questions": question}) + "\n")
+            state = f"case {i % STATES_IN_MEMORY_RUN}"  # more states than the cache holds: it evicts all along
+            f.write(json.dumps({"id": i, "model": model, "state": state, "questions": question}) + "\n")
 
 
 class PeakRss:
@@ -202,12 +236,12 @@ def main() -> int:
     parser.add_argument(
         "--only", nargs="*", choices=("throughput", "streaming", "memory"), help="run only these sections"
     )
-    parser.add_argument("--repeat", type=int, help="repetitions per comparison (default 3, 1 with --quick)")
+    parser.add_argument("--repeat", type=int, help="repetitions per comparison (default 2, 1 with --quick)")
     parser.add_argument("--streaming-records", type=int, help="records of the streaming run (default 100000)")
     parser.add_argument("--memory-records", type=int, help="answered records of the memory run (default 10000)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "bulk_results.json")
     args = parser.parse_args()
-    repeat = args.repeat or (1 if args.quick else 3)
+    repeat = args.repeat or (1 if args.quick else 2)
     streamed = args.streaming_records or (10_000 if args.quick else 100_000)
     evaluated = args.memory_records or (500 if args.quick else 10_000)
     sections: dict[str, Callable[[Path], dict[str, Any]]] = {
