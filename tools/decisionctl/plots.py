@@ -115,16 +115,15 @@ def _nan(x: float | None) -> float:
 
 
 def latency_plot(path: Path, targets: Mapping[str, Sequence[Mapping[str, Any]]], *, title: str) -> None:
-    """p95 latency (a band from p50 to p99 around it) and throughput against concurrency, a colour per series."""
-    fig, (ax_lat, ax_tp) = plt.subplots(1, 2, figsize=(10, 4.2))
+    """p95 latency (a band from p50 to p99 around it) and throughput against concurrency, a colour per series
+    and one legend under both panels; latency on a log scale when the series span more than 20x."""
+    fig, (ax_lat, ax_tp) = plt.subplots(1, 2, figsize=(10, 4.2 + 0.18 * len(targets)))
     for k, (label, levels) in enumerate(targets.items()):
         conc = [lv["concurrency"] for lv in levels]
         quantiles = {q: [_nan(lv["latency_s"][q]) for lv in levels] for q in ("p50", "p95", "p99")}
         ax_lat.fill_between(conc, quantiles["p50"], quantiles["p99"], color=f"C{k}", alpha=0.12, linewidth=0)
-        ax_lat.plot(conc, quantiles["p95"], marker="o", color=f"C{k}", label=f"{label} p95")
-        ax_tp.plot(
-            conc, [lv["throughput_per_s"] for lv in levels], marker="o", color=f"C{k}", label=f"{label} accepted/s"
-        )
+        ax_lat.plot(conc, quantiles["p95"], marker="o", color=f"C{k}", label=label)
+        ax_tp.plot(conc, [lv["throughput_per_s"] for lv in levels], marker="o", color=f"C{k}")
         rejected = [(lv["concurrency"], lv["rate_429"]) for lv in levels if lv["rate_429"] > 0]
         for c, rate in rejected:
             ax_tp.annotate(
@@ -143,12 +142,18 @@ def latency_plot(path: Path, targets: Mapping[str, Sequence[Mapping[str, Any]]],
         ax.minorticks_off()
         ax.set_xlabel("concurrent clients")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    ax_lat.set(ylabel="latency of accepted decisions (s); band: p50 to p99", title=title)
-    ax_lat.set_ylim(bottom=0)
+    ax_lat.set(ylabel="p95 latency of accepted decisions (s); band: p50 to p99", title=title)
+    seen = [lv["latency_s"][q] for levels in targets.values() for lv in levels for q in ("p50", "p99")]
+    seen = [v for v in seen if v]
+    if seen and min(seen) > 0 and max(seen) / min(seen) > 20:
+        ax_lat.set_yscale("log")
+    else:
+        ax_lat.set_ylim(bottom=0)
     ax_tp.set(ylabel="decisions per second", title="throughput (429 rate among sends annotated)")
     ax_tp.set_ylim(bottom=0)
-    fig.tight_layout()
+    columns = 2 if len(targets) > 3 else len(targets) or 1
+    fig.legend(loc="lower center", ncol=columns, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * ((len(targets) + columns - 1) // columns), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
