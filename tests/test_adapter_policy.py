@@ -1,9 +1,10 @@
 """A served threshold policy and the abstention signals, on the real model over real HTTP.
 
 The policy is the one `decisionctl evaluate --write-policy` writes after scoring the shipped examples on
-the session's adapter; one adapter of this module serves it (every question also offered "none of these",
-every question read in all rotations). The bundled model is close to chance, so the tests check the
-mechanics and contrasts built to be plain, not that its decisions are good.
+an adapter with the served settings (a policy records its debias mode); one adapter of this module serves
+it (every question also offered "none of these", every question read in all rotations). The bundled model
+is close to chance, so the tests check the mechanics and contrasts built to be plain, not that its
+decisions are good.
 """
 
 from __future__ import annotations
@@ -58,21 +59,28 @@ def copy_model(target: Path) -> Path:
     return target
 
 
+SERVED_ENV = {"DECISION_ORDER_DEBIAS": "rotations", "DECISION_OUT_OF_SCOPE": "true"}
+
+
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory: pytest.TempPathFactory, adapter_url: str) -> Path:
-    """A model directory whose manifest holds the policy evaluate wrote from the shipped examples."""
+def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model directory whose manifest holds the policy evaluate wrote from the shipped examples, scored by
+    an adapter with the settings `served` runs (a policy records its debias mode and is refused under another)."""
     require_model()
     root = tmp_path_factory.mktemp("policy")
     model = copy_model(root / "model")
-    argv = ["evaluate", str(shipped("examples.jsonl")), "--url", adapter_url, "--out", str(root / "run")]
-    assert cli.main([*argv, "--write-policy", str(model / "manifest.json")]) == 0
+    scorer = start_adapter(root / "scorer", model_dir=model, env=SERVED_ENV)
+    try:
+        argv = ["evaluate", str(shipped("examples.jsonl")), "--url", scorer.url, "--out", str(root / "run")]
+        assert cli.main([*argv, "--write-policy", str(model / "manifest.json")]) == 0
+    finally:
+        scorer.stop()
     return model
 
 
 @pytest.fixture(scope="module")
 def served(policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    env = {"DECISION_ORDER_DEBIAS": "rotations", "DECISION_OUT_OF_SCOPE": "true"}
-    adapter = start_adapter(tmp_path_factory.mktemp("served"), model_dir=policy_dir, env=env)
+    adapter = start_adapter(tmp_path_factory.mktemp("served"), model_dir=policy_dir, env=SERVED_ENV)
     yield adapter
     adapter.stop()
 
@@ -132,8 +140,8 @@ def test_without_a_policy_there_is_no_action_and_out_of_scope_is_opt_in(adapter_
     assert oos["x_options_sha256"] == body["answers"]["plain"]["x_options_sha256"]
 
 
-def refused_start(tmp: Path, model_dir: Path) -> tuple[int, list[dict[str, Any]]]:
-    adapter = start_adapter(tmp, model_dir=model_dir, wait=False)
+def refused_start(tmp: Path, model_dir: Path, env: dict[str, str] | None = None) -> tuple[int, list[dict[str, Any]]]:
+    adapter = start_adapter(tmp, model_dir=model_dir, env=env or SERVED_ENV, wait=False)
     try:
         code = adapter.proc.wait(timeout=120)
     except Exception:
@@ -168,6 +176,12 @@ def test_a_policy_measured_under_another_model_or_calibration_is_refused_at_star
     assert code != 0
     (line,) = [entry for entry in lines if entry.get("event") == events.POLICY_REFUSED]
     assert "calibration changed after the policy was written" in line["message"]
+
+    assert manifest.policy.order_debias_mode == "rotations"  # evaluate recorded the mode it was scored under
+    code, lines = refused_start(tmp_path / "c", policy_dir, {**SERVED_ENV, "DECISION_ORDER_DEBIAS": "reverse"})
+    assert code != 0
+    (line,) = [entry for entry in lines if entry.get("event") == events.POLICY_REFUSED]
+    assert "order-debiasing 'rotations'" in line["message"] and "DECISION_ORDER_DEBIAS=rotations" in line["message"]
 
 
 def test_label_mass_is_a_probability_and_drops_when_the_prompt_pulls_away(served: AdapterProcess) -> None:

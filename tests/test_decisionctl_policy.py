@@ -61,7 +61,7 @@ def results_for(preds: list[Prediction], identity: dict[str, Any]) -> dict[str, 
 
 
 def served(manifest: Manifest, **calibration: Any) -> dict[str, Any]:
-    return {"model_sha256": manifest.sha256, "calibration": calibration}
+    return {"model_sha256": manifest.sha256, "calibration": calibration, "order_debias_mode": "reverse"}
 
 
 def test_the_policy_carries_the_recommended_thresholds_bound_to_the_manifest() -> None:
@@ -76,6 +76,7 @@ def test_the_policy_carries_the_recommended_thresholds_bound_to_the_manifest() -
     assert noul.review_at_or_above == rec["noul"]["review_band"][0]
     assert (noul.support, policy.types["choice"].support) == (80, 60)
     assert (policy.model_sha256, policy.calibration_sha256) == (MODEL, manifest.calibration_sha256())
+    assert policy.order_debias_mode == "reverse"  # the mode the run served, from its identity
     prov = policy.provenance
     assert (prov.cases_file, prov.cases_sha256, prov.created) == ("my-cases.jsonl", "c" * 64, "2026-12-01")
     assert (prov.target_accuracy, prov.min_support, prov.review_accuracy) == (0.9, 5, 0.5)

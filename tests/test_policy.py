@@ -96,6 +96,19 @@ def test_a_policy_from_another_model_or_calibration_is_refused() -> None:
     policy.check_binding(model_sha256=MODEL, calibration_sha256=calibration_sha256(None))
 
 
+def test_a_policy_measured_under_another_debias_mode_is_refused() -> None:
+    policy = make_policy(order_debias_mode="reverse")
+    policy.check_debias("reverse")
+    for served in ("off", "rotations", None):
+        with pytest.raises(PolicyError, match=r"order-debiasing 'reverse'.*DECISION_ORDER_DEBIAS=reverse"):
+            policy.check_debias(served)
+    assert policy.version != make_policy().version  # the mode is part of what the version seals
+    unrecorded = make_policy()  # as sealed before the mode was recorded: not checked
+    unrecorded.check_debias("rotations")
+    old_format = unrecorded.model_dump(by_alias=True, mode="json", exclude={"order_debias_mode"})
+    assert Policy.model_validate(old_format).version == unrecorded.version  # its version still verifies
+
+
 def test_the_calibration_hash_covers_the_whole_block() -> None:
     base = Calibration(temperature={"choice": 1.3})
     assert calibration_sha256(base) == calibration_sha256(Calibration(temperature={"choice": 1.3}))

@@ -20,6 +20,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .signals import DebiasMode
+
 POLICY_SCHEMA: Final = "decision-policy/1"
 QuestionType = Literal["noul", "choice", "score"]
 Action = Literal["automate", "review", "abstain"]
@@ -84,6 +86,11 @@ class Policy(BaseModel):
     version: str = Field(pattern=_HEX16)
     model_sha256: str = Field(pattern=_HEX64, description="The GGUF the thresholds were measured on.")
     calibration_sha256: str = Field(pattern=_HEX64, description="manifest.calibration_sha256 of the calibration.")
+    order_debias_mode: DebiasMode | None = Field(
+        None,
+        description="The order-debiasing mode the thresholds were measured under (x_run.order_debias_mode); "
+        "None: not recorded (a policy written before it was, or a GGUF scheme of its own).",
+    )
     types: dict[QuestionType, Band] = Field(default_factory=dict)
     questions: dict[str, QuestionBand] = Field(
         default_factory=dict, description="Per x_options_sha256: one question's own thresholds."
@@ -128,6 +135,15 @@ class Policy(BaseModel):
                 "was written); measure it again with `decisionctl evaluate --write-policy`"
             )
 
+    def check_debias(self, served: str | None) -> None:
+        """Refuse a policy measured under another order-debiasing mode: the mode moves every probability."""
+        if self.order_debias_mode is not None and served != self.order_debias_mode:
+            raise PolicyError(
+                f"policy {self.version} was measured with order-debiasing {self.order_debias_mode!r}, but the adapter "
+                f"serves {served or 'none (the GGUF scheme of its own)'!r}: set DECISION_ORDER_DEBIAS="
+                f"{self.order_debias_mode}, or measure it again with `decisionctl evaluate --write-policy`"
+            )
+
 
 def _is_hex16(s: str) -> bool:
     return len(s) == 16 and all(c in "0123456789abcdef" for c in s)
@@ -142,6 +158,8 @@ def canonical_sha256(value: Any) -> str:
 def content_version(block: Mapping[str, Any]) -> str:
     """A policy block's version: the hash of everything but the version and the creation date."""
     content = {k: v for k, v in block.items() if k != "version"}
+    if content.get("order_debias_mode") is None:  # policies sealed before the field existed keep their version
+        content.pop("order_debias_mode", None)
     content["provenance"] = {k: v for k, v in dict(content.get("provenance") or {}).items() if k != "created"}
     return canonical_sha256(content)[:16]
 
@@ -155,9 +173,11 @@ def seal(
     questions: Mapping[str, QuestionBand] | None = None,
     min_label_mass: float | None = None,
     out_of_scope_at_or_above: float | None = None,
+    order_debias_mode: str | None = None,
 ) -> Policy:
     """A policy with its version computed from its content."""
     block: dict[str, Any] = {
+        "order_debias_mode": order_debias_mode,
         "schema": POLICY_SCHEMA,
         "model_sha256": model_sha256,
         "calibration_sha256": calibration_sha256,

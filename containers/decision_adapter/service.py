@@ -117,6 +117,8 @@ class ModelService:
             tokenize=_tokenizer(llms[0]),
         )
         calibration = calibration_in_force(model.manifest, scheme)
+        if policy is not None:  # the mode is the scheme's, known once the model is loaded
+            policy.check_debias(getattr(scheme, "debias_mode", None))
         # One cache for all contexts: a snapshot restores into any context of the same model, and the budget
         # is the process's, not each context's.
         cache = StateCache(cache_budget(settings, gguf, n_ctx=int(llms[0].n_ctx())))

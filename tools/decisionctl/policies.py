@@ -3,7 +3,8 @@ labeled set (the share of cases each action takes and the accuracy within each).
 
 The policy is bound to what the endpoint served while the cases were scored: the run identity's model
 sha256 and calibration must be the manifest's, or the thresholds would be served with numbers they were
-not measured on.
+not measured on; its order-debiasing mode is recorded in the policy, and an adapter serving another mode
+refuses the policy at start.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def from_results(results: Mapping[str, Any], manifest: Manifest, *, created: dat
         # limits an operator set on the previous policy are not measured by evaluate: keep them
         min_label_mass=previous.min_label_mass if previous else None,
         out_of_scope_at_or_above=previous.out_of_scope_at_or_above if previous else None,
+        order_debias_mode=(results.get("identity") or {}).get("order_debias_mode"),
     )
 
 
