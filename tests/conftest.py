@@ -50,8 +50,12 @@ def adapter_url(adapter: AdapterProcess) -> str:
 def model_copy(tmp_path: Path) -> Path:
     """A private model directory (the GGUF hard-linked, not copied) whose manifest a test may rewrite."""
     require_model()
-    target = tmp_path / "model"
-    target.mkdir()
+    return copy_model(tmp_path / "model")
+
+
+def copy_model(target: Path) -> Path:
+    """The bundled model directory at `target` (made here): its JSON files copied, its GGUF hard-linked."""
+    target.mkdir(parents=True)
     for item in MODEL_DIR.iterdir():
         if item.suffix == ".json":
             shutil.copy2(item, target / item.name)  # small, and tests rewrite it: never a shared link

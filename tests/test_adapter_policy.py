@@ -10,8 +10,6 @@ decisions are good.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import statistics
 from collections.abc import Iterator
@@ -29,7 +27,7 @@ from jevcompat import runner
 
 from stacks.observability import ACTION_COUNTS
 
-from .conftest import MODEL_DIR, AdapterProcess, require_model, start_adapter
+from .conftest import AdapterProcess, copy_model, require_model, start_adapter
 
 pytestmark = pytest.mark.model
 
@@ -44,19 +42,6 @@ OUT_OF_SCOPE = [
     "Not enough information. None of these.",
     "None of these: not enough information to decide.",
 ]
-
-
-def copy_model(target: Path) -> Path:
-    target.mkdir(parents=True)
-    for item in MODEL_DIR.iterdir():
-        if item.suffix == ".json":
-            shutil.copy2(item, target / item.name)
-        elif item.suffix == ".gguf":
-            try:
-                os.link(item, target / item.name)
-            except OSError:
-                shutil.copy2(item, target / item.name)
-    return target
 
 
 SERVED_ENV = {"DECISION_ORDER_DEBIAS": "rotations", "DECISION_OUT_OF_SCOPE": "true"}
