@@ -28,7 +28,7 @@ from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
 from .model_files import find_gguf, verify_model
 from .policy import Policy
-from .prompting import Tokenize, make_scheme
+from .prompting import Tokenize, debias_mode_served, make_scheme
 from .runtime import LlamaRuntime
 from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
 from .settings import AdapterSettings, RuntimeSettings
@@ -104,6 +104,9 @@ class ModelService:
         vocab.close()
         gguf = ModelMetadata.read(meta)
         decision = read_decision_metadata(meta)  # refuse an unservable decision scheme before loading the weights
+        served_mode = debias_mode_served(decision, settings)
+        if policy is not None:
+            policy.check_debias(served_mode)
         contexts = settings.max_concurrency + settings.chat_contexts
         kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=contexts)
         llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(contexts)]
@@ -117,8 +120,6 @@ class ModelService:
             tokenize=_tokenizer(llms[0]),
         )
         calibration = calibration_in_force(model.manifest, scheme)
-        if policy is not None:  # the mode is the scheme's, known once the model is loaded
-            policy.check_debias(getattr(scheme, "debias_mode", None))
         # One cache for all contexts: a snapshot restores into any context of the same model, and the budget
         # is the process's, not each context's.
         cache = StateCache(cache_budget(settings, gguf, n_ctx=int(llms[0].n_ctx())))
@@ -144,7 +145,7 @@ class ModelService:
             threads=int(llms[0].context_params.n_threads),
             gpu_layers=runtime_settings.n_gpu_layers,
             order_debias=scheme.order_debias,
-            order_debias_mode=getattr(scheme, "debias_mode", None),  # the generic scheme's; a GGUF's own has none
+            order_debias_mode=served_mode,
             calibration=calibration.describe(),
             scheme=scheme.name,
             policy=policy.version if policy is not None else None,

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from ..gguf_metadata import DecisionMetadata, ModelMetadata
 from ..settings import AdapterSettings
+from ..signals import DebiasMode
 from .base import Option, PassSpec, PromptScheme, Tokenize, options_of
 from .generic import GenericScheme, build_template
 from .gguf import declared_scheme
 
-__all__ = ["Option", "PassSpec", "PromptScheme", "Tokenize", "make_scheme", "options_of"]
+__all__ = ["Option", "PassSpec", "PromptScheme", "Tokenize", "debias_mode_served", "make_scheme", "options_of"]
+
+
+def debias_mode_served(decision: DecisionMetadata | None, settings: AdapterSettings) -> DebiasMode | None:
+    """The order-debiasing mode of the scheme `make_scheme` picks, known before the weights load: the
+    generic scheme's setting; none for a scheme the GGUF declares (it reads its own passes)."""
+    return None if decision is not None else settings.order_debias
 
 
 def make_scheme(
