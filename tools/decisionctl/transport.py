@@ -126,22 +126,12 @@ class HttpTransport:
         self._client.close()
 
 
-# SageMaker's own error codes for invoke_endpoint, as the HTTP status they stand for.
-_SAGEMAKER_ERROR_STATUS = {
-    "ThrottlingException": 429,
-    "ServiceUnavailable": 503,
-    "ModelNotReadyException": 503,
-    "InternalFailure": 500,
-    "InternalDependencyException": 502,
-    "ValidationError": 400,
-    "AccessDeniedException": 403,
-}
-
-
 class SageMakerTransport:
     """invoke_endpoint on a SageMaker real-time endpoint; the container's /invocations takes the decision body.
 
-    botocore's own retries are switched off so that `send_with_retries` (and `bench`) see every rejection.
+    The call and the unwrapping of SageMaker's errors (a ModelError's own status, body and Retry-After, throttling
+    as 429) are the client package's (`decision_endpoints_client`), the same an application's SDK calls go through.
+    botocore's own retries are off so that `send_with_retries` (and `bench`) see every rejection.
     """
 
     def __init__(
@@ -152,55 +142,39 @@ class SageMakerTransport:
         client: Any = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_connections: int = 16,
+        target_variant: str | None = None,
     ) -> None:
+        from decision_endpoints_client import RealTimeEndpoint
+
         self.endpoint_name = endpoint_name
         self.label = f"sagemaker:{endpoint_name}"
-        if client is None:
-            import boto3
-            from botocore.config import Config
-
-            config = Config(
-                retries={"total_max_attempts": 1},
-                read_timeout=timeout_s,
-                connect_timeout=10,
-                max_pool_connections=max_connections,
-            )
-            client = boto3.client("sagemaker-runtime", region_name=region, config=config)
-        self._client = client
+        self._endpoint = RealTimeEndpoint(
+            endpoint_name,
+            region=region,
+            client=client,
+            target_variant=target_variant,
+            read_timeout_s=timeout_s,
+            max_connections=max_connections,
+        )
 
     def send(self, body: Mapping[str, Any]) -> Reply:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError
+        from decision_endpoints_client import EndpointUnreachable, Invocation, InvocationTimeout
 
-        payload = json.dumps(body).encode("utf-8")
         start = time.perf_counter()
         try:
-            response = self._client.invoke_endpoint(
-                EndpointName=self.endpoint_name, ContentType="application/json", Accept="application/json", Body=payload
-            )
-            content = response["Body"].read()
-        except ClientError as exc:
-            return _reply_from_client_error(exc.response, time.perf_counter() - start)
-        except BotoCoreError as exc:
+            answer = self._endpoint.invoke(Invocation(json.dumps(body).encode("utf-8")))
+        except (InvocationTimeout, EndpointUnreachable, BotoCoreError) as exc:
             return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
-        return Reply(200, content, time.perf_counter() - start)
+        return Reply(
+            answer.status,
+            answer.body,
+            time.perf_counter() - start,
+            retry_after_s=parse_retry_after(answer.headers.get("retry-after")),
+        )
 
     def close(self) -> None:
-        self._client.close()
-
-
-def _reply_from_client_error(error: Mapping[str, Any], latency_s: float) -> Reply:
-    """A ModelError carries the container's own status and body; SageMaker's errors map by code."""
-    code = str(error.get("Error", {}).get("Code", ""))
-    message = str(error.get("Error", {}).get("Message", ""))
-    headers = error.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    retry_after = parse_retry_after(headers.get("retry-after"))
-    if code == "ModelError":
-        status = int(error.get("OriginalStatusCode") or 502)
-        original = str(error.get("OriginalMessage") or message)
-        return Reply(status, original.encode("utf-8"), latency_s, retry_after_s=retry_after)
-    status = _SAGEMAKER_ERROR_STATUS.get(code, int(error.get("ResponseMetadata", {}).get("HTTPStatusCode") or 500))
-    body = json.dumps({"detail": {"error_type": code or "sagemaker_error", "message": message}}).encode("utf-8")
-    return Reply(status, body, latency_s, retry_after_s=retry_after)
+        self._endpoint.close()
 
 
 @dataclass

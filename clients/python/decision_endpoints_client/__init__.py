@@ -1,0 +1,40 @@
+"""Call a SageMaker decision endpoint with the official typesafe-sdk: SigV4 through botocore, SageMaker's
+errors given back as the container's own answers."""
+
+from decision_endpoints_client.asynchronous import AsyncEndpoint
+from decision_endpoints_client.invocation import (
+    CUSTOM_ATTRIBUTES,
+    INFERENCE_ID,
+    INVOKED_VARIANT,
+    TARGET_VARIANT,
+    Answer,
+    EndpointUnreachable,
+    Invocation,
+    InvocationTimeout,
+    Invoker,
+)
+from decision_endpoints_client.realtime import MAX_REALTIME_PAYLOAD_BYTES, RealTimeEndpoint, runtime_client
+from decision_endpoints_client.sdk import async_sagemaker_client, sagemaker_client
+from decision_endpoints_client.transports import AsyncSageMakerTransport, SageMakerTransport
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CUSTOM_ATTRIBUTES",
+    "INFERENCE_ID",
+    "INVOKED_VARIANT",
+    "MAX_REALTIME_PAYLOAD_BYTES",
+    "TARGET_VARIANT",
+    "Answer",
+    "AsyncEndpoint",
+    "AsyncSageMakerTransport",
+    "EndpointUnreachable",
+    "Invocation",
+    "InvocationTimeout",
+    "Invoker",
+    "RealTimeEndpoint",
+    "SageMakerTransport",
+    "async_sagemaker_client",
+    "runtime_client",
+    "sagemaker_client",
+]

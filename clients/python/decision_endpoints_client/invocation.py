@@ -1,0 +1,93 @@
+"""One call to an endpoint as data: what is sent (`Invocation`), what came back (`Answer`), and the two failures
+that leave no answer (a timeout, an unreachable service); the header names both sides use."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+JSON = "application/json"
+
+# Request headers read as InvokeEndpoint parameters: the names InvokeEndpoint itself uses on the wire.
+CUSTOM_ATTRIBUTES = "x-amzn-sagemaker-custom-attributes"
+TARGET_VARIANT = "x-amzn-sagemaker-target-variant"
+INFERENCE_ID = "x-amzn-sagemaker-inference-id"
+# Response headers: the variant that answered (SageMaker's own name), the AWS request id under SageMaker's name
+# and under the one the SDK reads into its errors and logs, the log stream a ModelError names, and Retry-After.
+INVOKED_VARIANT = "x-amzn-invoked-production-variant"
+AWS_REQUEST_ID = "x-amzn-requestid"
+SDK_REQUEST_ID = "x-typesafe-request-id"
+LOG_STREAM_ARN = "x-amzn-sagemaker-log-stream-arn"
+RETRY_AFTER = "retry-after"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A request body for the container's /invocations, with the InvokeEndpoint parameters that go with it."""
+
+    body: bytes
+    content_type: str = JSON
+    accept: str = JSON
+    custom_attributes: str | None = None
+    target_variant: str | None = None
+    inference_id: str | None = None
+
+    @classmethod
+    def from_headers(cls, body: bytes, headers: Mapping[str, str]) -> Invocation:
+        """The parameters from a request's headers (names compared without case); absent ones stay unset."""
+        lower = {k.lower(): v for k, v in headers.items()}
+        return cls(
+            body=body,
+            content_type=lower.get("content-type", JSON),
+            accept=lower.get("accept", JSON),
+            custom_attributes=lower.get(CUSTOM_ATTRIBUTES),
+            target_variant=lower.get(TARGET_VARIANT),
+            inference_id=lower.get(INFERENCE_ID),
+        )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer as the container gave it: its status, its body and the headers that matter to a client."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def retry_after_s(self) -> float | None:
+        raw = self.headers.get(RETRY_AFTER)
+        try:
+            return float(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+
+def error_answer(status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None) -> Answer:
+    """An answer made on this side, in the adapter's own error shape (`detail.error_type`, `detail.message`)."""
+    body = json.dumps({"detail": {"error_type": error_type, "message": message}}).encode("utf-8")
+    return Answer(status, body, {"content-type": JSON, **(headers or {})})
+
+
+class InvocationTimeout(Exception):
+    """No answer in time: SageMaker's invocation limit passed, or the socket's read timeout."""
+
+
+class EndpointUnreachable(Exception):
+    """The runtime service could not be reached (DNS, refused or reset connection, connect timeout)."""
+
+
+class Invoker(Protocol):
+    """Something that gets one invocation answered: a real-time or an asynchronous endpoint."""
+
+    label: str
+
+    def invoke(self, invocation: Invocation) -> Answer: ...
+
+    def close(self) -> None: ...

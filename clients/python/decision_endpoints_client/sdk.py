@@ -1,0 +1,48 @@
+"""The official SDK's clients made ready for a SageMaker endpoint: the transport, a placeholder API key (SigV4
+signs instead) and a base URL that names the endpoint in the SDK's logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decision_endpoints_client.transports import AsyncSageMakerTransport, SageMakerTransport
+
+# The SDK insists on a key; SageMaker strips the Authorization header it becomes and checks SigV4 instead.
+SIGV4_PLACEHOLDER_KEY = "aws-sigv4"
+
+
+def base_url(endpoint_name: str) -> str:
+    """Not dialled (the transport sends through botocore); it names the endpoint in the SDK's log lines."""
+    return f"https://runtime.sagemaker/endpoints/{endpoint_name}"
+
+
+def sagemaker_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
+    """A `typesafe_sdk.TypeSafeClient` whose calls go to the endpoint; `options` are the SDK client's own
+    (retry, model, headers, ...) plus the transport's (target_variant, async_input_location, client)."""
+    from typesafe_sdk import TypeSafeClient
+
+    transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
+    transport = SageMakerTransport(endpoint_name, region=region, **transport_options)
+    return TypeSafeClient(
+        api_key=options.pop("api_key", SIGV4_PLACEHOLDER_KEY),
+        base_url=options.pop("base_url", base_url(endpoint_name)),
+        transport=transport,
+        **options,
+    )
+
+
+def async_sagemaker_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
+    """As `sagemaker_client`, a `typesafe_sdk.AsyncTypeSafeClient`."""
+    from typesafe_sdk import AsyncTypeSafeClient
+
+    transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
+    transport = AsyncSageMakerTransport(endpoint_name, region=region, **transport_options)
+    return AsyncTypeSafeClient(
+        api_key=options.pop("api_key", SIGV4_PLACEHOLDER_KEY),
+        base_url=options.pop("base_url", base_url(endpoint_name)),
+        transport=transport,
+        **options,
+    )
+
+
+_TRANSPORT_OPTIONS = ("client", "target_variant", "async_input_location", "read_timeout_s", "max_connections")
