@@ -281,3 +281,39 @@ class _Raw(io.BytesIO):
 
     def stream(self, **_: Any) -> Any:
         yield self.getvalue()
+
+
+def test_sagemaker_transport_reads_the_wait_from_the_model_error_and_a_timeout_is_no_answer() -> None:
+    """Stand-in: the Stubber plays SageMaker. The unwrapping is decision_endpoints_client's, as for the SDK:
+    SageMaker drops the container's Retry-After, so the wait comes from the adapter's 429 message; a container
+    that never answered (OriginalStatusCode 0) is no answer, retried as a timeout is."""
+    client = _sagemaker_client()
+    overloaded = json.dumps({"detail": {"error_type": "overloaded", "message": "at capacity; retry after 4 s"}})
+    with Stubber(client) as stub:
+        stub.add_client_error(
+            "invoke_endpoint",
+            service_error_code="ModelError",
+            http_status_code=424,
+            modeled_fields={"OriginalStatusCode": 429, "OriginalMessage": overloaded},
+            expected_params={
+                "EndpointName": "decisions-dev",
+                "ContentType": "application/json",
+                "Accept": "application/json",
+                "Body": json.dumps(REQUEST).encode(),
+                "TargetVariant": "canary",
+            },
+        )
+        stub.add_client_error(
+            "invoke_endpoint",
+            service_error_code="ModelError",
+            http_status_code=424,
+            service_message="Your invocation timed out while waiting for a response from container primary.",
+            modeled_fields={"OriginalStatusCode": 0},
+        )
+        transport = SageMakerTransport("decisions-dev", client=client, target_variant="canary")
+        refused, timed_out = transport.send(REQUEST), transport.send(REQUEST)
+        stub.assert_no_pending_responses()
+    assert (refused.status, refused.retry_after_s) == (429, 4.0)
+    assert refused.describe_error() == "HTTP 429 overloaded: at capacity; retry after 4 s"
+    assert timed_out.status == 0 and timed_out.retryable
+    assert timed_out.describe_error().startswith("no answer: InvocationTimeout: Your invocation timed out")
