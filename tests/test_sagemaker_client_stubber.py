@@ -6,6 +6,7 @@ are checked exactly (botocore validates them against the service model too) and 
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 
@@ -262,3 +263,17 @@ def test_a_failed_async_invocation_is_not_retried_and_a_throttle_is() -> None:
         s3_stub.assert_no_pending_responses()
     assert failed.status_code == 424 and failed.json()["detail"]["message"] == "container returned 422"
     assert throttled.status_code == 429
+
+
+def test_a_compressed_body_is_sent_decompressed_and_an_unknown_encoding_is_refused() -> None:
+    """InvokeEndpoint carries no Content-Encoding, so the container must get the body as the SDK meant it."""
+    client = aws_client("sagemaker-runtime")
+    with Stubber(client) as stub:
+        expected = {"EndpointName": ENDPOINT, "Body": BODY, "ContentType": "application/json", "Accept": "*/*"}
+        stub.add_response("invoke_endpoint", answered(), expected_params=expected)
+        with httpx2.Client(transport=SageMakerTransport(ENDPOINT, client=client)) as http:
+            plain = http.post(URL, content=gzip.compress(BODY), headers={"Content-Encoding": "gzip"})
+            unknown = http.post(URL, content=BODY, headers={"Content-Encoding": "br"})
+        stub.assert_no_pending_responses()
+    assert plain.status_code == 200
+    assert unknown.status_code == 415 and unknown.json()["detail"]["error_type"] == "unsupported_content_encoding"
