@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from decisionctl.commands import batch, bench, compare, decide, evaluate, package_model, pin_images
+from decisionctl.commands import batch, bench, compare, decide, evaluate, outcomes, package_model, pin_images
 
-ALL: tuple[ModuleType, ...] = (decide, package_model, evaluate, bench, compare, batch, pin_images)
+ALL: tuple[ModuleType, ...] = (decide, package_model, evaluate, bench, compare, outcomes, batch, pin_images)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from decisionctl import compare as compare_mod
 from decisionctl import render
-from decisionctl.commands.options import EXIT_FAILED, say
+from decisionctl.commands import compare_shadow
+from decisionctl.commands.options import EXIT_FAILED, UsageError, say
 
 NAME = "compare"
 HELP = "what changed between two evaluate runs (model, build, hardware, calibration, wording)"
@@ -21,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "threshold. Writes comparison.json and comparison.png into --out. Calls no endpoint."
     )
     p.add_argument("base", help="the baseline's evaluate --out directory")
-    p.add_argument("new", help="the candidate's evaluate --out directory")
+    p.add_argument("new", nargs="?", help="the candidate's evaluate --out directory")
     p.add_argument(
         "--threshold",
         type=float,
@@ -36,9 +37,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--top", type=int, default=10, help="most changed cases to list (default 10)")
     p.add_argument("--out", default="comparison", metavar="DIR", help="output directory (default ./comparison)")
+    compare_shadow.add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.shadow:
+        return compare_shadow.run(args)
+    if args.new is None:
+        raise UsageError("compare needs the baseline's and the candidate's evaluate directories (or --shadow)")
     try:
         result = compare_mod.compare(
             compare_mod.load_run(Path(args.base)),
