@@ -177,7 +177,7 @@ def join(captured: Sequence[CapturedAnswer], outcomes: OutcomeRead) -> Join:
             result.miss("no captured answer has this request id", row.line)
             continue
         if len(matches) > 1:
-            result.miss("several captured answers have this id (pick one --variant)", row.line)
+            result.miss("several captured answers have this id (name one by its request_id)", row.line)
             continue
         (match,) = matches
         answer = match.answers.get(row.question_id)
