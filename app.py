@@ -16,6 +16,7 @@ from cdk_nag import AwsSolutionsChecks
 from stacks.config import DEFAULT_ENVIRONMENT, ConfigError, EnvironmentConfig, load_environment
 from stacks.foundation_stack import FoundationStack
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, load_github
+from stacks.isolation import check_isolation
 from stacks.placeholders import ALLOW_PLACEHOLDERS, allowed, refuse_placeholders
 from stacks.serving_stack import ServingStack
 
@@ -34,11 +35,21 @@ def build_app(
     name = env_name or app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
     config = load_environment(app.node.try_get_context("environments"), str(name))
     refuse_placeholders(config, allow=allowed(app.node.try_get_context(ALLOW_PLACEHOLDERS)))
+    check_isolation(app.node.try_get_context("environments"))  # one environment's deployer must not reach another
     # Account-agnostic unless pinned: synth needs no credentials, deploy uses the caller's account.
     env = cdk.Environment(account=config.account, region=config.region)
 
-    foundation = FoundationStack(app, stack_name(config.name, "Foundation"), config=config, env=env)
-    serving = ServingStack(app, stack_name(config.name, "Serving"), config=config, env=env, foundation=foundation)
+    foundation = FoundationStack(
+        app, stack_name(config.name, "Foundation"), config=config, env=env, synthesizer=_synthesizer(config)
+    )
+    serving = ServingStack(
+        app,
+        stack_name(config.name, "Serving"),
+        config=config,
+        env=env,
+        foundation=foundation,
+        synthesizer=_synthesizer(config),
+    )
     _warn_placeholders(config, serving)
     github = load_github(app.node.try_get_context("github"), app.node.try_get_context("environments"))
     if github is not None:  # the account's one-time CI set-up (docs/deploy.md); environment-agnostic
@@ -51,6 +62,13 @@ def build_app(
     for key, value in sorted(config.tags.items()):
         tags.add(key, value)
     return app
+
+
+def _synthesizer(config: EnvironmentConfig) -> cdk.IStackSynthesizer | None:
+    """Deploy through the environment's own bootstrap roles where it has a qualifier (stacks/isolation.py)."""
+    if config.bootstrap_qualifier is None:
+        return None
+    return cdk.DefaultStackSynthesizer(qualifier=config.bootstrap_qualifier)
 
 
 def _warn_placeholders(config: EnvironmentConfig, serving: cdk.Stack) -> None:

@@ -76,7 +76,6 @@ class BatchTransformJobs(Construct):
         alarm_topic: sns.ITopic,
         alarm_period: cdk.Duration,
         log_retention: logs.RetentionDays,
-        removal_policy: cdk.RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         self.settings = settings
@@ -128,7 +127,9 @@ class BatchTransformJobs(Construct):
             task_timeout=sfn.Timeout.duration(cdk.Duration.hours(settings.timeout_hours)),
         )
 
-        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
+        # The state machine and its log group hold no data (answers are in S3, job logs are SageMaker's): always
+        # deleted with the stack, so their fixed names never block a redeploy after a destroy.
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
         self.role = iam.Role(
             self,
             "Role",
@@ -146,7 +147,7 @@ class BatchTransformJobs(Construct):
             role=self.role.without_policy_updates(),
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
             timeout=cdk.Duration.hours(settings.timeout_hours + 1),
-            removal_policy=removal_policy,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self._grant_state_machine(key if encrypt_volume else None)
         acknowledge(

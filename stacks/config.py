@@ -19,9 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from stacks.bulk_config import BULK_SECTIONS, AsyncEndpoint, BatchTransform, check_runs_on
 from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
+from stacks.gpu_build import check_cuda_coverage
 from stacks.guardrails import Deployment
 
 DEFAULT_ENVIRONMENT = "dev"
+BOOTSTRAP_QUALIFIER = (
+    r"^[a-z0-9]{1,10}$"  # cdk bootstrap's limit; lowercase: it names an S3 bucket and an ECR repository
+)
 PLACEHOLDER_SHA256 = "0" * 64
 
 
@@ -178,6 +182,10 @@ class _Endpoint(_Frozen):
         ge=600, le=3600, description="ContainerStartupHealthCheckTimeoutInSeconds: GGUF loads need at least 600."
     )
     model_latency_p95_ms: int = Field(ge=1, le=600_000, description="Alarm threshold on ModelLatency p95.")
+    model_latency_p95_ms_by_instance_type: dict[InstanceType, Annotated[int, Field(ge=1, le=600_000)]] = Field(
+        default_factory=dict,
+        description="A pool's per-type ModelLatency p95 thresholds; a pool type without one uses model_latency_p95_ms.",
+    )
     autoscaling: Autoscaling
     instance_provision_timeout_seconds: int = Field(
         ge=300, le=3600, description="VariantInstanceProvisionTimeoutInSeconds: capacity search, pool types included."
@@ -202,10 +210,23 @@ class _Endpoint(_Frozen):
             raise ValueError("instance types in a pool must be distinct (instance_type is priority 1)")
         return value
 
+    @field_validator("model_latency_p95_ms_by_instance_type")
+    @classmethod
+    def _thresholds_of_the_pool(cls, value: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        pool = (info.data.get("instance_type"), *info.data.get("fallback_instance_types", ()))
+        strangers = sorted(set(value) - set(pool))
+        if strangers:
+            raise ValueError(f"{strangers} are not in the pool (instance_type and fallback_instance_types)")
+        return value
+
     @property
     def instance_types(self) -> tuple[str, ...]:
         """Priority order: instance_type first, then the fallbacks."""
         return (self.instance_type, *self.fallback_instance_types)
+
+    def latency_p95_ms(self, instance_type: str) -> int:
+        """The rollback threshold of one pool type (types differ: one p95 over a mixed pool misreads a slow type)."""
+        return self.model_latency_p95_ms_by_instance_type.get(instance_type, self.model_latency_p95_ms)
 
     @property
     def encrypt_volume(self) -> bool:
@@ -262,8 +283,10 @@ class GpuEndpoint(_DecisionEndpoint):
     @field_validator("instance_type", "fallback_instance_types")
     @classmethod
     def _gpu_only(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
-        for item in (value,) if isinstance(value, str) else value:
+        items = (value,) if isinstance(value, str) else value
+        for item in items:
             _check_family(item, gpu=True)
+        check_cuda_coverage(items)  # the DLC's CUDA build must run on every type the pool may land on
         return value
 
 
@@ -286,6 +309,8 @@ class ChatEndpoint(_Endpoint):
         if wrong:
             kind = "GPU (ml.g*/ml.p*)" if gpu else "CPU"
             raise ValueError(f"the {value} image needs {kind} instance types; instance_type/fallbacks include {wrong}")
+        if gpu:
+            check_cuda_coverage(tuple(t for t in types if isinstance(t, str)))
         return value
 
     @field_validator("inference_ami_version")
@@ -305,12 +330,20 @@ class Alarms(_Frozen):
     )
     period_seconds: Literal[60, 300] = Field(description="Alarm evaluation period.")
     evaluation_periods: int = Field(ge=1, le=60)
+    datapoints_to_alarm: int = Field(
+        ge=1,
+        le=60,
+        description="M of the evaluation_periods (N) periods that must breach for an alarm to fire (M-of-N): an "
+        "intermittent failure breaches some periods, not every one.",
+    )
     http_5xx_rate_percent: float = Field(gt=0, le=100)
     http_4xx_rate_percent: float = Field(gt=0, le=100)
     invocation_errors: int = Field(ge=1, description="InvocationModelErrors per period.")
     overload_rejections: int = Field(ge=1, description="Adapter 429s (overload_rejected log lines) per period.")
     runtime_failures: int = Field(
-        ge=0, description="Adapter runtime_failure log lines (500s from llama.cpp) per period; 0: alarm on any."
+        ge=0,
+        description="Adapter runtime_failure log lines (500s from llama.cpp) per period above which the period "
+        "breaches; 0: any failure breaches it.",
     )
     automation_rate_band: tuple[float, float] | None = Field(
         default=None,
@@ -320,6 +353,14 @@ class Alarms(_Frozen):
     automation_rate_min_answers: int = Field(
         default=20, ge=1, description="Answers with an action a period needs before its automation rate is judged."
     )
+
+    @field_validator("datapoints_to_alarm")
+    @classmethod
+    def _m_of_n(cls, value: int, info: ValidationInfo) -> int:
+        periods = info.data.get("evaluation_periods")
+        if periods is not None and value > periods:
+            raise ValueError(f"must be at most evaluation_periods ({periods}): M of N periods breach")
+        return value
 
     @field_validator("automation_rate_band")
     @classmethod
@@ -333,6 +374,12 @@ class EnvironmentConfig(_Frozen):
     name: str
     account: str | None = Field(default=None, pattern=r"^\d{12}$", description="Pins the account; null: any account.")
     region: str = Field(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+    bootstrap_qualifier: str | None = Field(
+        default=None,
+        pattern=BOOTSTRAP_QUALIFIER,
+        description="CDK bootstrap qualifier of this environment's own bootstrap roles; null: CDK's default "
+        "(stacks/isolation.py says when two environments need their own).",
+    )
     removal_policy: Literal["destroy", "retain"]
     termination_protection: bool
     log_retention_days: int

@@ -42,11 +42,20 @@ def key_description(config: EnvironmentConfig) -> str:
 
 
 class FoundationStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, env: cdk.Environment) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        env: cdk.Environment,
+        synthesizer: cdk.IStackSynthesizer | None = None,
+    ) -> None:
         super().__init__(
             scope,
             construct_id,
             env=env,
+            synthesizer=synthesizer,
             description=f"Decision endpoints ({config.name}): key, image repository, model bucket, alarm topic",
             termination_protection=config.termination_protection,
         )

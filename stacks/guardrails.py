@@ -21,6 +21,7 @@ passes the configuration on every update (`RetainDeploymentConfig` false): what 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Strategy = Literal["all_at_once", "canary", "linear", "rolling"]
 # The smallest share of the fleet one step may be, per strategy (SageMaker's rule; the largest is half).
 _MIN_STEP_SHARE = {"canary": 0.0, "linear": 0.10, "rolling": 0.05}
+MAX_ROLLBACK_ALARMS = 10  # AutoRollbackConfiguration accepts at most ten alarms
 _TRAFFIC_TYPES = {"all_at_once": "ALL_AT_ONCE", "canary": "CANARY", "linear": "LINEAR"}
 
 
@@ -55,6 +57,13 @@ class Deployment(BaseModel):
         default=None, ge=600, le=28800, description="MaximumExecutionTimeoutInSeconds: the whole deployment."
     )
     rollback_on_alarms: bool = Field(description="Roll back when a rollback alarm fires during the deployment.")
+    max_step_share_percent: float = Field(
+        default=50.0,
+        gt=0,
+        le=50,
+        description="The most of the fleet (at min_instances) one step may serve: the canary, a linear step or a "
+        "rolling batch. 50 is SageMaker's limit; 25 keeps an untested release to a quarter of the traffic.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Deployment:
@@ -79,15 +88,23 @@ class Deployment(BaseModel):
         if self.batch_instances is None:
             return
         batch = self.batch_instances
+        share = 100 * batch / smallest
+        if 2 * batch <= smallest and share > self.max_step_share_percent:
+            needed = math.ceil(100 * batch / self.max_step_share_percent)
+            raise ValueError(
+                f"a {self.strategy} step of {batch} instance(s) is {share:g}% of {smallest} instances, above "
+                f"max_step_share_percent {self.max_step_share_percent:g}: raise autoscaling.min_instances to {needed} "
+                "(instances that always run; docs/deploy.md, Canary sizes), or raise max_step_share_percent"
+            )
         if 2 * batch > smallest:
             raise ValueError(
                 f"{self.strategy} with batch_instances {batch} needs at least {2 * batch} instances (a step may be at "
                 f"most half the fleet), but the variant may run {smallest}: raise autoscaling.min_instances"
             )
-        share = _MIN_STEP_SHARE[self.strategy]
-        if batch < share * largest:
+        least = _MIN_STEP_SHARE[self.strategy]
+        if batch < least * largest:
             raise ValueError(
-                f"{self.strategy} steps must be at least {share:.0%} of the fleet: batch_instances {batch} is less at "
+                f"{self.strategy} steps must be at least {least:.0%} of the fleet: batch_instances {batch} is less at "
                 f"{largest} instances (autoscaling.max_instances)"
             )
 
@@ -96,6 +113,11 @@ def deployment_config(
     deployment: Deployment, rollback_alarms: Sequence[str]
 ) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
     """The endpoint's DeploymentConfig; rollback on `rollback_alarms` (alarm names) where configured."""
+    if len(rollback_alarms) > MAX_ROLLBACK_ALARMS:
+        raise ValueError(
+            f"{len(rollback_alarms)} rollback alarms, SageMaker watches at most {MAX_ROLLBACK_ALARMS} "
+            "(AutoRollbackConfiguration.Alarms): shorten the pool or combine alarms"
+        )
     cfn = sagemaker.CfnEndpoint
     rollback = (
         cfn.AutoRollbackConfigProperty(alarms=[cfn.AlarmProperty(alarm_name=name) for name in rollback_alarms])

@@ -4,17 +4,24 @@ Server access logs go to a bucket of their own only where buckets are retained. 
 best-effort, often hours late, so a log bucket that `cdk destroy` empties receives the logs of that very
 destroy afterwards and its deletion fails with BucketNotEmpty; stopping the logging first does not help
 with records already on their way. Environments that are destroyed have no access-log bucket.
+
+Emptying the bucket on destroy is CDK's auto-delete custom resource, a Lambda function that Lambda would
+give a log group of its own on first run: never expiring, and left behind by `cdk destroy`. The stack
+creates that log group instead, with the environment's retention, and deletes it after the custom resource.
 """
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from stacks.config import removal_policy_of
+from stacks.config import LOG_RETENTION, removal_policy_of
 from stacks.nag import acknowledge
+
+AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"  # CDK's singleton in the stack
 
 
 class ModelArtifacts(Construct):
@@ -57,6 +64,8 @@ class ModelArtifacts(Construct):
             removal_policy=removal,
             auto_delete_objects=destroy_on_delete,
         )
+        if destroy_on_delete:
+            self._auto_delete_logs(access_log_retention_days)
         if self.access_logs is None:
             acknowledge(
                 self.bucket,
@@ -64,6 +73,21 @@ class ModelArtifacts(Construct):
                 "This environment is destroyed with its buckets: S3 delivers access logs hours late, into a log "
                 "bucket destroy has already emptied, and its deletion then fails (BucketNotEmpty)",
             )
+
+    def _auto_delete_logs(self, retention_days: int) -> None:
+        stack = cdk.Stack.of(self)
+        provider = stack.node.find_child(AUTO_DELETE_PROVIDER)
+        handler = provider.node.find_child("Handler")
+        assert isinstance(handler, cdk.CfnResource)
+        self.auto_delete_logs = logs.LogGroup(
+            self,
+            "AutoDeleteLogs",
+            log_group_name=cdk.Fn.join("", ["/aws/lambda/", handler.ref]),
+            retention=LOG_RETENTION[retention_days],
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        # Deleted after the custom resource whose delete runs the function (it would recreate the group).
+        self.bucket.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(self.auto_delete_logs)
 
     def _access_log_bucket(self, retention_days: int) -> s3.Bucket:
         bucket = s3.Bucket(

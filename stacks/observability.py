@@ -8,9 +8,14 @@ threshold policy each `decision` line also counts its answers per action (`autom
 
 Alarms watch the variant (EndpointName, VariantName). SageMaker keeps publishing those aggregates when the
 variant runs an instance pool, and adds the same metrics with an InstanceType dimension (SageMaker guide,
-"Monitor instance pools"); the dashboard shows latency per pool type from those. The rollback alarms of
-an update (stacks/guardrails.py) are the 5xx rate, ModelLatency p95 and runtime failures: the adapter's
-`runtime_failure` lines on a decision endpoint, InvocationModelErrors on the stock chat endpoint.
+"Monitor instance pools"). A pool's GPUs differ several-fold in speed, so one p95 over the mixed fleet would
+read a batch landing on the slowest type as a regression: a pooled variant gets one ModelLatency p95 alarm per
+pool type instead, each with that type's threshold from the config. Every alarm fires when
+`datapoints_to_alarm` of its `evaluation_periods` periods breach (M of N), so an intermittent fault that
+breaches some periods but not every one still fires it. The rollback alarms of an update
+(`EndpointAlarms.rollback_alarms`, stacks/guardrails.py) are the 5xx rate, ModelLatency p95 and runtime
+failures: the adapter's `runtime_failure` lines on a decision endpoint, InvocationModelErrors on the stock
+chat endpoint.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ class EndpointAlarms(Construct):
         self.endpoint = endpoint
         self.period = cdk.Duration.seconds(thresholds.period_seconds)
         self.evaluation_periods = thresholds.evaluation_periods
+        self.datapoints_to_alarm = thresholds.datapoints_to_alarm
         name = endpoint.endpoint_name
         t = thresholds
         self.alarms: dict[str, cloudwatch.Alarm] = {
@@ -87,13 +93,6 @@ class EndpointAlarms(Construct):
                 threshold=t.http_4xx_rate_percent,
                 description=f"More than {t.http_4xx_rate_percent}% of {name}'s invocations got a 4xx",
             ),
-            "latency": self._alarm(
-                "ModelLatencyP95",
-                name=f"{name}-model-latency-p95",
-                metric=self.metric("ModelLatency", "p95"),
-                threshold=latency_p95_ms * 1000,  # ModelLatency is in microseconds
-                description=f"{name}'s ModelLatency p95 is above {latency_p95_ms} ms",
-            ),
             "errors": self._alarm(
                 "InvocationErrors",
                 name=f"{name}-invocation-errors",
@@ -102,6 +101,8 @@ class EndpointAlarms(Construct):
                 description=f"{name} had more than {t.invocation_errors} invocation (model) errors",
             ),
         }
+        self.latency_alarms = self._latency_alarms()
+        self.alarms.update(self.latency_alarms)
         self.overload_rejections: cloudwatch.Metric | None = None
         if counts_overload:
             lines = logs.MetricFilter(
@@ -150,8 +151,41 @@ class EndpointAlarms(Construct):
 
     @property
     def rollback_alarms(self) -> list[cloudwatch.Alarm]:
-        """What rolls an update back: errors, slowness, and the runtime failing (the adapter's or SageMaker's count)."""
-        return [self.alarms["5xx"], self.alarms["latency"], self.alarms.get("runtime", self.alarms["errors"])]
+        """What rolls an update back: errors, slowness (per pool type), and the runtime failing (the adapter's or
+        SageMaker's count). The one list guard_updates hands SageMaker: further rollback signals join it here."""
+        return [
+            self.alarms["5xx"],
+            *self.latency_alarms.values(),
+            self.alarms.get("runtime", self.alarms["errors"]),
+        ]
+
+    def _latency_alarms(self) -> dict[str, cloudwatch.Alarm]:
+        """ModelLatency p95 of the variant, or of each type of a pool (a threshold per type, from the config)."""
+        settings, name = self.endpoint.settings, self.endpoint.endpoint_name
+        pool = settings.instance_types
+        if len(pool) == 1:
+            ms = settings.latency_p95_ms(pool[0])
+            return {
+                "latency": self._alarm(
+                    "ModelLatencyP95",
+                    name=f"{name}-model-latency-p95",
+                    metric=self.metric("ModelLatency", "p95"),
+                    threshold=ms * 1000,  # ModelLatency is in microseconds
+                    description=f"{name}'s ModelLatency p95 is above {ms} ms",
+                )
+            }
+        alarms = {}
+        for instance_type in pool:
+            ms = settings.latency_p95_ms(instance_type)
+            label = instance_type.removeprefix("ml.")
+            alarms[f"latency {instance_type}"] = self._alarm(
+                "ModelLatencyP95" + "".join(part.capitalize() for part in label.split(".")),
+                name=f"{name}-model-latency-p95-{label}",
+                metric=self.metric("ModelLatency", "p95", instance_type=instance_type),
+                threshold=ms * 1000,
+                description=f"{name}'s ModelLatency p95 on {instance_type} is above {ms} ms",
+            )
+        return alarms
 
     def _count_actions(self, t: Alarms) -> None:
         name = self.endpoint.endpoint_name
@@ -246,6 +280,7 @@ class EndpointAlarms(Construct):
             threshold=threshold,
             comparison_operator=comparison,
             evaluation_periods=self.evaluation_periods,
+            datapoints_to_alarm=self.datapoints_to_alarm,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 
@@ -277,7 +312,13 @@ def build_dashboard(scope: Construct, *, environment: str, endpoints: Sequence[E
             cloudwatch.GraphWidget(
                 title=f"{name}: invocations",
                 left=[alarms.metric("Invocations", "Sum", label="invocations")],
-                right=[alarms.metric("InvocationsPerInstance", "Sum", label="per instance (scaling metric)")],
+                right=[
+                    alarms.metric(
+                        "ConcurrentRequestsPerModel",
+                        "Average",
+                        label="concurrent requests per instance (the scaling metric)",
+                    )
+                ],
                 width=6,
             ),
             cloudwatch.GraphWidget(title=f"{name}: errors", left=errors, width=6),

@@ -76,11 +76,13 @@ class ServingStack(cdk.Stack):
         config: EnvironmentConfig,
         env: cdk.Environment,
         foundation: FoundationStack,
+        synthesizer: cdk.IStackSynthesizer | None = None,
     ) -> None:
         super().__init__(
             scope,
             construct_id,
             env=env,
+            synthesizer=synthesizer,
             description=f"Decision endpoints ({config.name}): image builds, SageMaker endpoints, scaling, alarms",
             termination_protection=config.termination_protection,
         )
@@ -236,7 +238,6 @@ class ServingStack(cdk.Stack):
                 alarm_topic=self.alarm_topic,
                 alarm_period=cdk.Duration.seconds(config.alarms.period_seconds),
                 log_retention=self.retention,
-                removal_policy=config.cdk_removal_policy,
             )
         if config.async_inference is not None:
             section = config.async_inference.model

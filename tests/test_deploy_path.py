@@ -429,7 +429,10 @@ def test_prod_gpu_pool_rolls_one_instance_at_a_time(prod: Synthesized) -> None:
     }
     names = alarm_names_by_logical(prod)
     rollback = {names[a["AlarmName"]["Ref"]] for a in config["AutoRollbackConfiguration"]["Alarms"]}
-    assert rollback == {f"decision-prod-gpu-{s}" for s in ("5xx-rate", "model-latency-p95", "runtime-failures")}
+    gpu = prod.config.gpu
+    assert gpu is not None
+    latencies = {f"model-latency-p95-{t.removeprefix('ml.')}" for t in gpu.instance_types}  # one per pool type
+    assert rollback == {f"decision-prod-gpu-{s}" for s in ("5xx-rate", *latencies, "runtime-failures")}
     assert "InstancePools" in variant  # rolling is for the pool, where twice the capacity may not exist
 
 
@@ -483,9 +486,12 @@ def test_the_runtime_failure_filter_selects_the_adapters_line(caplog: pytest.Log
 
 
 def test_alarms_on_a_pool_watch_the_variant_aggregate_and_the_dashboard_each_type(prod: Synthesized) -> None:
-    """SageMaker publishes EndpointName+VariantName aggregates for pooled variants too, plus InstanceType ones."""
+    """SageMaker publishes EndpointName+VariantName aggregates for pooled variants too, plus InstanceType ones;
+    only the per-type latency alarms (test_deploy_hardening) read the latter."""
     for alarm in prod.resources("Serving", "AWS::CloudWatch::Alarm").values():
         props = alarm["Properties"]
+        if "-model-latency-p95-" in props["AlarmName"]:
+            continue
         metrics = (
             [props]
             if "Dimensions" in props

@@ -142,7 +142,7 @@ def test_two_stacks_per_environment_named_for_the_front_door(synth: Synthesized)
                 "AWS::SageMaker::Endpoint": 2,
                 "AWS::ApplicationAutoScaling::ScalableTarget": 2,
                 "AWS::ApplicationAutoScaling::ScalingPolicy": 2,
-                "AWS::CloudWatch::Alarm": 12,
+                "AWS::CloudWatch::Alarm": 15,  # the GPU pool: a latency alarm per type (4) instead of one
                 "AWS::Logs::MetricFilter": 10,
                 "AWS::CloudWatch::Dashboard": 1,
                 "AWS::CodeBuild::Project": 1,
@@ -387,13 +387,17 @@ def test_alarms_per_decision_endpoint(prod: Synthesized) -> None:
     alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources}
     for section in ("cpu", "gpu"):
         name = f"decision-prod-{section}"
-        for suffix in ("5xx-rate", "4xx-rate", "model-latency-p95", "invocation-errors", "overload-rejections"):
+        settings = prod.config.decision_endpoints[section]
+        pooled = len(settings.instance_types) > 1  # a pool has a latency alarm per type (test_deploy_hardening)
+        latency_suffix = (
+            f"model-latency-p95-{settings.instance_type.removeprefix('ml.')}" if pooled else "model-latency-p95"
+        )
+        for suffix in ("5xx-rate", "4xx-rate", latency_suffix, "invocation-errors", "overload-rejections"):
             alarm = alarms[f"{name}-{suffix}"]
             assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
             assert alarm["TreatMissingData"] == "notBreaching"
             assert alarm["AlarmActions"] and alarm["OKActions"]
-        latency = alarms[f"{name}-model-latency-p95"]
-        settings = prod.config.decision_endpoints[section]
+        latency = alarms[f"{name}-{latency_suffix}"]
         assert latency["ExtendedStatistic"] == "p95" and latency["MetricName"] == "ModelLatency"
         assert latency["Threshold"] == settings.model_latency_p95_ms * 1000
         rate = alarms[f"{name}-5xx-rate"]
@@ -441,7 +445,13 @@ def test_dashboard_shows_latency_invocations_errors_instances(synth: Synthesized
     dashboard = next(iter(synth.resources("Serving", "AWS::CloudWatch::Dashboard").values()))["Properties"]
     assert dashboard["DashboardName"] == f"DecisionEndpoints-{synth.environment}"
     body = json.dumps(dashboard["DashboardBody"])
-    for metric in ("ModelLatency", "Invocations", "InvocationsPerInstance", "Invocation5XXErrors", "CPUUtilization"):
+    for metric in (
+        "ModelLatency",
+        "Invocations",
+        "ConcurrentRequestsPerModel",
+        "Invocation5XXErrors",
+        "CPUUtilization",
+    ):
         assert metric in body
     for name in endpoints(synth):
         assert f"{name}: instances" in body
