@@ -16,9 +16,21 @@ Which token may take which role (the `sub` claim GitHub puts in a job's token):
   confines the role, in the trust policy itself, to what was merged into `main` (and so to its branch
   protection).
 - Every other environment (`prod`) is trusted only by `repo:OWNER/REPO:environment:NAME`: that subject is
-  issued only once the GitHub environment's protection rules pass (its required reviewers approved, its
-  deployment branches allow the ref), and a job on `main` without the environment gets the ref subject,
-  which this role refuses. So no run on `main` reaches `prod` without the approval.
+  issued only once the GitHub environment's protection rules pass (its required reviewers approved), and a
+  job on `main` without the environment gets the ref subject, which this role refuses. So no run on `main`
+  reaches `prod` without the approval.
+- Every role also requires the token's `ref` claim to be `refs/heads/main` and its `job_workflow_ref` claim to
+  be deploy.yml on `main` (AWS STS checks GitHub's claims as condition keys). The environment subject carries
+  no ref, so without these a job of a pushed branch naming `environment: prod` would need only an approval,
+  and the GitHub environment's deployment-branch rule, a setting this template cannot see, was the only
+  thing tying prod to main. Now the trust policy says it.
+- Beside each approval-gated environment's deploy role, a diff role (`...-github-diff-prod`), trusted by the
+  GitHub environment `prod-diff` (no reviewers) on main in deploy.yml, may assume only that environment's
+  bootstrap lookup role (read-only, no decryption): the job before the approval runs
+  `cdk diff --no-change-set` with it, so reviewers approve a diff they have read.
+
+Each role assumes only its environment's bootstrap roles, `cdk-<qualifier>-*` of its own qualifier;
+stacks/isolation.py refuses environments that would share them.
 """
 
 from __future__ import annotations
@@ -31,7 +43,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from stacks.config import ConfigError
+from stacks.config import BOOTSTRAP_QUALIFIER, ConfigError
+from stacks.isolation import check_isolation, qualifier_of
 
 GITHUB_DEPLOY_STACK = "DecisionEndpoints-GitHubDeploy"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -40,9 +53,13 @@ DEPLOY_BRANCH = "main"  # BRANCH_ENVIRONMENT deploys on every push to it
 BRANCH_ENVIRONMENT = "dev"  # the one environment deployed without a GitHub environment (no approval)
 APPROVAL_ENVIRONMENT = "prod"  # the GitHub environment whose required reviewers approve prod
 ROLE_NAME_PREFIX = "decision-endpoints-github-deploy-"
+DIFF_ROLE_NAME_PREFIX = "decision-endpoints-github-diff-"
+DEPLOY_WORKFLOW = ".github/workflows/deploy.yml"  # the one workflow the roles trust (job_workflow_ref)
+DIFF_SUFFIX = "-diff"  # GitHub environment of the job that diffs an approval-gated environment before approval
 # The bootstrap roles a `cdk deploy` / `cdk diff` of these stacks assumes: no Docker image assets, so no
 # image-publishing role; lookup is what `cdk diff` reads the deployed templates with.
 BOOTSTRAP_ROLES = ("deploy-role", "file-publishing-role", "lookup-role")
+DIFF_BOOTSTRAP_ROLES = ("lookup-role",)  # `cdk diff --no-change-set` reads deployed templates with it alone
 # Image builds wait up to 55 minutes inside one deployment, and the CLI re-assumes the bootstrap roles
 # with these credentials while it watches: the session must outlast a first deployment.
 SESSION_HOURS = 3
@@ -58,6 +75,7 @@ class DeployTarget(BaseModel):
     environment: str = Field(pattern=_ENV_NAME)
     account: str | None = Field(pattern=r"^\d{12}$")
     region: str = Field(pattern=_REGION)
+    qualifier: str | None = Field(default=None, pattern=BOOTSTRAP_QUALIFIER, description="Its bootstrap qualifier.")
 
 
 class GitHubDeploy(BaseModel):
@@ -79,6 +97,20 @@ class GitHubDeploy(BaseModel):
             return f"{repo}:ref:refs/heads/{DEPLOY_BRANCH}"
         return f"{repo}:environment:{environment}"
 
+    def diff_subject(self, environment: str) -> str:
+        """The `sub` claim of the job that diffs `environment` before its approval."""
+        return f"repo:{self.owner}/{self.repository}:environment:{diff_environment(environment)}"
+
+    def trust(self, subject: str) -> dict[str, str]:
+        """Every claim a role requires (StringEquals): audience, subject, the ref and the workflow on that ref."""
+        ref = f"refs/heads/{DEPLOY_BRANCH}"
+        return {
+            f"{GITHUB_OIDC_HOST}:aud": STS_AUDIENCE,
+            f"{GITHUB_OIDC_HOST}:sub": subject,
+            f"{GITHUB_OIDC_HOST}:ref": ref,
+            f"{GITHUB_OIDC_HOST}:job_workflow_ref": f"{self.owner}/{self.repository}/{DEPLOY_WORKFLOW}@{ref}",
+        }
+
 
 def role_name(environment: str) -> str:
     return f"{ROLE_NAME_PREFIX}{environment}"
@@ -87,6 +119,19 @@ def role_name(environment: str) -> str:
 def role_variable(environment: str) -> str:
     """The GitHub Actions variable deploy.yml reads `environment`'s role ARN from."""
     return f"AWS_DEPLOY_ROLE_ARN_{environment.upper().replace('-', '_')}"
+
+
+def diff_role_name(environment: str) -> str:
+    return f"{DIFF_ROLE_NAME_PREFIX}{environment}"
+
+
+def diff_role_variable(environment: str) -> str:
+    """The variable (of GitHub environment `<env>-diff`) deploy.yml reads the diff role's ARN from."""
+    return f"AWS_DIFF_ROLE_ARN_{environment.upper().replace('-', '_')}"
+
+
+def diff_environment(environment: str) -> str:
+    return f"{environment}{DIFF_SUFFIX}"
 
 
 def _camel(environment: str) -> str:
@@ -103,10 +148,18 @@ def load_github(github: object, environments: object) -> GitHubDeploy | None:
         return None
     if not isinstance(environments, Mapping) or not environments:
         raise ConfigError("environments: missing from the cdk.json context (the github roles are made per environment)")
+    check_isolation(environments)  # two roles on one set of bootstrap roles would make the approval moot
     targets = []
     for name, raw in sorted(environments.items()):
         env = raw if isinstance(raw, Mapping) else {}
-        targets.append({"environment": name, "account": env.get("account"), "region": env.get("region")})
+        targets.append(
+            {
+                "environment": name,
+                "account": env.get("account"),
+                "region": env.get("region"),
+                "qualifier": env.get("bootstrap_qualifier"),
+            }
+        )
     try:
         return GitHubDeploy.model_validate({**github, "targets": tuple(targets)})
     except ValidationError as e:
@@ -145,6 +198,11 @@ class GitHubDeployStack(cdk.Stack):
         self.roles: dict[str, iam.Role] = {
             target.environment: self._deploy_role(config, target, provider) for target in config.targets
         }
+        self.diff_roles: dict[str, iam.Role] = {
+            target.environment: self._diff_role(config, target, provider)
+            for target in config.targets
+            if target.environment != BRANCH_ENVIRONMENT
+        }
 
     def _deploy_role(self, config: GitHubDeploy, target: DeployTarget, provider: iam.IOidcProvider) -> iam.Role:
         environment = target.environment
@@ -159,38 +217,11 @@ class GitHubDeployStack(cdk.Stack):
             max_session_duration=cdk.Duration.hours(SESSION_HOURS),
             assumed_by=iam.FederatedPrincipal(
                 provider.oidc_provider_arn,
-                {
-                    "StringEquals": {
-                        f"{GITHUB_OIDC_HOST}:aud": STS_AUDIENCE,
-                        f"{GITHUB_OIDC_HOST}:sub": config.subject(environment),
-                    }
-                },
+                {"StringEquals": config.trust(config.subject(environment))},
                 "sts:AssumeRoleWithWebIdentity",
             ),
         )
-        # A pinned account may be another one than this stack's: its bootstrap must trust this account
-        # (cdk bootstrap --trust, docs/deploy.md).
-        account = target.account or self.account
-        qualifier = cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="AssumeCdkBootstrapRoles",
-                actions=["sts:AssumeRole"],
-                resources=[
-                    f"arn:{self.partition}:iam::{account}:role/cdk-{qualifier}-{name}-{account}-{target.region}"
-                    for name in BOOTSTRAP_ROLES
-                ],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadCdkBootstrapVersion",
-                actions=["ssm:GetParameter"],
-                resources=[
-                    f"arn:{self.partition}:ssm:{target.region}:{account}:parameter/cdk-bootstrap/{qualifier}/version"
-                ],
-            )
-        )
+        self._grant_bootstrap(role, target, BOOTSTRAP_ROLES)
         # dev's job references no GitHub environment (its trust above), so only a repository variable reaches it.
         where = (
             "a repository variable"
@@ -204,3 +235,56 @@ class GitHubDeployStack(cdk.Stack):
             description=f"{environment}'s deploy role: set it as {role_variable(environment)}, {where}",
         )
         return role
+
+    def _diff_role(self, config: GitHubDeploy, target: DeployTarget, provider: iam.IOidcProvider) -> iam.Role:
+        environment = target.environment
+        role = iam.Role(
+            self,
+            f"DiffRole{_camel(environment)}",
+            role_name=diff_role_name(environment),
+            description=(
+                f"{config.owner}/{config.repository} deploy workflow, {environment}'s diff before approval: "
+                "assumes that environment's CDK bootstrap lookup role (read-only) only"
+            ),
+            max_session_duration=cdk.Duration.hours(1),
+            assumed_by=iam.FederatedPrincipal(
+                provider.oidc_provider_arn,
+                {"StringEquals": config.trust(config.diff_subject(environment))},
+                "sts:AssumeRoleWithWebIdentity",
+            ),
+        )
+        self._grant_bootstrap(role, target, DIFF_BOOTSTRAP_ROLES)
+        cdk.CfnOutput(
+            self,
+            f"DiffRoleArn{_camel(environment)}",
+            value=role.role_arn,
+            description=f"{environment}'s diff role: set it as {diff_role_variable(environment)}, a variable of "
+            f"GitHub environment {diff_environment(environment)}",
+        )
+        return role
+
+    def _grant_bootstrap(self, role: iam.Role, target: DeployTarget, roles: tuple[str, ...]) -> None:
+        """Assume exactly `roles` of the target's own bootstrap (its qualifier), and read that bootstrap's version."""
+        # A pinned account may be another one than this stack's: its bootstrap must trust this account
+        # (cdk bootstrap --trust, docs/deploy.md).
+        account = target.account or self.account
+        qualifier = qualifier_of(target.qualifier)
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="AssumeCdkBootstrapRoles",
+                actions=["sts:AssumeRole"],
+                resources=[
+                    f"arn:{self.partition}:iam::{account}:role/cdk-{qualifier}-{name}-{account}-{target.region}"
+                    for name in roles
+                ],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadCdkBootstrapVersion",
+                actions=["ssm:GetParameter"],
+                resources=[
+                    f"arn:{self.partition}:ssm:{target.region}:{account}:parameter/cdk-bootstrap/{qualifier}/version"
+                ],
+            )
+        )

@@ -40,6 +40,12 @@ ACCOUNT = "${AWS::AccountId}"  # dev's account is not pinned: the account the st
 TRUSTED = {
     "decision-endpoints-github-deploy-dev": f"repo:{OWNER}/{REPO}:ref:refs/heads/main",
     "decision-endpoints-github-deploy-prod": f"repo:{OWNER}/{REPO}:environment:prod",
+    "decision-endpoints-github-diff-prod": f"repo:{OWNER}/{REPO}:environment:prod-diff",
+}
+# The environment subject carries no ref: every role also requires the ref and the workflow on it.
+BOUND = {
+    f"{HOST}:ref": "refs/heads/main",
+    f"{HOST}:job_workflow_ref": f"{OWNER}/{REPO}/.github/workflows/deploy.yml@refs/heads/main",
 }
 
 
@@ -109,20 +115,26 @@ def test_each_environment_has_a_role_trusting_exactly_its_one_subject(synthesize
                 "Action": "sts:AssumeRoleWithWebIdentity",
                 "Effect": "Allow",
                 "Principal": {"Federated": {"Ref": provider_id}},
-                "Condition": {"StringEquals": {f"{HOST}:aud": "sts.amazonaws.com", f"{HOST}:sub": TRUSTED[name]}},
+                "Condition": {
+                    "StringEquals": {f"{HOST}:aud": "sts.amazonaws.com", f"{HOST}:sub": TRUSTED[name], **BOUND}
+                },
             }
         ], name
-        assert role["Properties"]["MaxSessionDuration"] == 3 * 3600
+        assert role["Properties"]["MaxSessionDuration"] == (3600 if "-diff-" in name else 3 * 3600)
 
 
-def _bootstrap(account: str, region: str) -> dict[str, list[str]]:
+def _bootstrap(
+    account: str,
+    region: str,
+    qualifier: str,
+    roles: tuple[str, ...] = ("deploy-role", "file-publishing-role", "lookup-role"),
+) -> dict[str, list[str]]:
     return {
         "AssumeCdkBootstrapRoles": sorted(
-            f"arn:${{AWS::Partition}}:iam::{account}:role/cdk-hnb659fds-{role}-{account}-{region}"
-            for role in ("deploy-role", "file-publishing-role", "lookup-role")
+            f"arn:${{AWS::Partition}}:iam::{account}:role/cdk-{qualifier}-{role}-{account}-{region}" for role in roles
         ),
         "ReadCdkBootstrapVersion": [
-            f"arn:${{AWS::Partition}}:ssm:{region}:{account}:parameter/cdk-bootstrap/hnb659fds/version"
+            f"arn:${{AWS::Partition}}:ssm:{region}:{account}:parameter/cdk-bootstrap/{qualifier}/version"
         ],
     }
 
@@ -130,9 +142,11 @@ def _bootstrap(account: str, region: str) -> dict[str, list[str]]:
 def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesized) -> None:
     _, template, _ = synthesized
     assert _of(template, "AWS::IAM::ManagedPolicy") == {}
+    # Each role only its own qualifier's bootstrap roles (cdk-<qualifier>-*); the diff role only the lookup role.
     expected = {
-        "decision-endpoints-github-deploy-dev": _bootstrap(ACCOUNT, "us-west-2"),
-        "decision-endpoints-github-deploy-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION),
+        "decision-endpoints-github-deploy-dev": _bootstrap(ACCOUNT, "us-west-2", "decdev"),
+        "decision-endpoints-github-deploy-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod"),
+        "decision-endpoints-github-diff-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod", ("lookup-role",)),
     }
     for name, (role_id, role) in _roles(template).items():
         assert "ManagedPolicyArns" not in role["Properties"]
@@ -159,6 +173,9 @@ def test_each_roles_arn_is_an_output_naming_its_github_variable(synthesized) -> 
         "decision-endpoints-github-deploy-prod": (
             "prod's deploy role: set it as AWS_DEPLOY_ROLE_ARN_PROD, a variable of GitHub environment prod"
         ),
+        "decision-endpoints-github-diff-prod": (
+            "prod's diff role: set it as AWS_DIFF_ROLE_ARN_PROD, a variable of GitHub environment prod-diff"
+        ),
     }
 
 
@@ -178,7 +195,7 @@ def test_an_existing_provider_is_referenced_not_created() -> None:
     template = Template.from_stack(GitHubDeployStack(app, "GitHubDeploy", config=config)).to_json()
     assert _of(template, "AWS::IAM::OIDCProvider") == {}
     roles = _roles(template)
-    assert len(roles) == 2
+    assert len(roles) == 3
     for _, role in roles.values():
         principal = role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Federated"]
         assert _text(principal) == f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:oidc-provider/{HOST}"
@@ -211,3 +228,28 @@ def test_a_wrong_environment_account_or_region_names_its_key() -> None:
         load_github(_context()["github"], environments)
     assert "environments.prod.account:" in str(caught.value)
     assert "environments.prod.region:" in str(caught.value)
+
+
+def test_environments_sharing_bootstrap_roles_get_no_github_roles() -> None:
+    """Both shipped environments unpinned in one region: without their own qualifiers one role could deploy both."""
+    environments = cdk_context()["environments"]
+    for env in environments.values():
+        env.pop("bootstrap_qualifier")
+    with pytest.raises(ConfigError, match=re.escape("environments.dev and environments.prod: both may deploy")):
+        load_github(_context()["github"], environments)
+
+
+def test_same_account_environments_assume_only_their_own_qualifiers_roles() -> None:
+    """The shipped cdk.json: dev and prod unpinned in us-west-2, kept apart by their qualifiers."""
+    config = load_github(_context()["github"], cdk_context()["environments"])
+    assert config is not None
+    template = Template.from_stack(GitHubDeployStack(cdk.App(), "GitHubDeploy", config=config)).to_json()
+    for name, (role_id, _) in _roles(template).items():
+        qualifier = "decdev" if name.endswith("-dev") else "decprod"
+        resources = [
+            _text(r)
+            for s in _statements(template, role_id)
+            if s["Sid"] == "AssumeCdkBootstrapRoles"
+            for r in _as_list(s["Resource"])
+        ]
+        assert resources and all(f":role/cdk-{qualifier}-" in r for r in resources), name

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
-from stacks.github_deploy_stack import APPROVAL_ENVIRONMENT, DEPLOY_BRANCH, load_github, role_variable
+from stacks.github_deploy_stack import (
+    APPROVAL_ENVIRONMENT,
+    DEPLOY_BRANCH,
+    diff_environment,
+    diff_role_variable,
+    load_github,
+    role_variable,
+)
 from tests.cdk_support import cdk_context
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,29 +57,42 @@ def test_actionlint_finds_nothing() -> None:
 def test_dev_deploys_on_main_and_prod_after_approval(deploy: dict[Any, Any]) -> None:
     # PyYAML reads the key `on` as True.
     assert deploy[True]["push"] == {"branches": [DEPLOY_BRANCH]}
-    dev, prod = deploy["jobs"]["dev"], deploy["jobs"]["prod"]
+    dev, diff, prod = deploy["jobs"]["dev"], deploy["jobs"]["prod-diff"], deploy["jobs"]["prod"]
     # The dev role trusts `ref:refs/heads/main`, the prod role `environment:prod` (github_deploy_stack).
     assert "environment" not in dev
+    assert diff["environment"] == diff_environment(APPROVAL_ENVIRONMENT)
     assert prod["environment"] == APPROVAL_ENVIRONMENT
-    assert prod["needs"] == "dev"
-    for job in (dev, prod):
+    # The diff runs before the approval-gated job: reviewers approve a diff they have seen.
+    assert diff["needs"] == "dev" and prod["needs"] == "prod-diff"
+    for job in (dev, diff, prod):
         assert job["if"] == f"github.ref == 'refs/heads/{DEPLOY_BRANCH}'"
     assert deploy["concurrency"]["cancel-in-progress"] is False
 
 
-@pytest.mark.parametrize("job_name", ["dev", "prod"])
-def test_each_job_preflights_then_assumes_the_role_diffs_and_deploys(deploy: dict[Any, Any], job_name: str) -> None:
+# job -> (its environment, the role variable it assumes, the steps it runs in order)
+JOBS = {
+    "dev": ("dev", role_variable("dev"), ["synth", "credentials", "diff", "deploy"]),
+    "prod-diff": ("prod", diff_role_variable("prod"), ["synth", "credentials", "diff", "artifact"]),
+    "prod": ("prod", role_variable("prod"), ["synth", "credentials", "deploy"]),
+}
+
+
+@pytest.mark.parametrize("job_name", sorted(JOBS))
+def test_each_job_preflights_then_assumes_its_role(deploy: dict[Any, Any], job_name: str) -> None:
+    environment, variable, expected = JOBS[job_name]
     job = deploy["jobs"][job_name]
-    assert job["env"] == {"DEPLOY_ENV": job_name}
+    assert job["env"] == {"DEPLOY_ENV": environment}
     assert job["permissions"] == {"contents": "read", "id-token": "write"}
-    steps = job["steps"]
     kinds = []
-    for step in steps:
+    for step in job["steps"]:
         uses, run = step.get("uses", ""), step.get("run", "")
         if uses.startswith("aws-actions/configure-aws-credentials@"):
             kinds.append("credentials")
-            assert step["with"]["role-to-assume"] == f"${{{{ vars.{role_variable(job_name)} }}}}"
+            assert step["with"]["role-to-assume"].startswith(f"${{{{ vars.{variable} }}}}")
             assert not {"aws-access-key-id", "aws-secret-access-key"} & set(step["with"])
+        elif uses.startswith("actions/upload-artifact@"):
+            kinds.append("artifact")
+            assert "cdk-diff.txt" in step["with"]["path"]
         elif "bin/cdk synth" in run:
             kinds.append("synth")
         elif "bin/cdk diff" in run:
@@ -82,7 +102,17 @@ def test_each_job_preflights_then_assumes_the_role_diffs_and_deploys(deploy: dic
             kinds.append("deploy")
             assert "--require-approval never" in run
             assert '"DecisionEndpoints-${DEPLOY_ENV}-*"' in run  # never the GitHubDeploy stack
-    assert kinds == ["synth", "credentials", "diff", "deploy"]
+    assert kinds == expected
+
+
+def test_prod_diffs_read_only_and_deploys_only_the_templates_it_diffed(deploy: dict[Any, Any]) -> None:
+    diff_job, prod = deploy["jobs"]["prod-diff"], deploy["jobs"]["prod"]
+    (diff,) = [s["run"] for s in diff_job["steps"] if "bin/cdk diff" in s.get("run", "")]
+    assert "--no-change-set" in diff  # the lookup role alone: the diff role may not assume the deploy role
+    assert diff_job["outputs"]["templates-sha256"] == "${{ steps.synth.outputs.templates-sha256 }}"
+    (synth,) = [s for s in prod["steps"] if "bin/cdk synth" in s.get("run", "")]
+    assert synth["env"]["DIFFED"] == "${{ needs.prod-diff.outputs.templates-sha256 }}"
+    assert '"$synthesized" != "$DIFFED"' in synth["run"] and "exit 1" in synth["run"]
 
 
 def _job_subject(job: dict[Any, Any], owner: str, repository: str) -> str:
@@ -102,10 +132,13 @@ def test_each_jobs_token_is_trusted_by_its_own_role_only(deploy: dict[Any, Any])
     config = load_github(github, context["environments"])
     assert config is not None
     environments = [target.environment for target in config.targets]
-    assert sorted(deploy["jobs"]) == sorted(environments)
+    # Every role's subject: the deploy role's by environment, and the diff role's of each approval-gated one.
+    subjects = {env: config.subject(env) for env in environments}
+    subjects |= {diff_environment(env): config.diff_subject(env) for env in environments if env != "dev"}
+    assert sorted(deploy["jobs"]) == sorted(subjects)
     for job_name, job in deploy["jobs"].items():
         subject = _job_subject(job, owner, repository)
-        trusting = [env for env in environments if config.subject(env) == subject]
+        trusting = [role for role, trusted in subjects.items() if trusted == subject]
         assert trusting == [job_name], (job_name, subject)
 
 
