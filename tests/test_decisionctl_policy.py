@@ -1,6 +1,6 @@
-"""From evaluate's recommendation to a policy block: binding, provenance, and that the served rule takes the
-same cases to each action as the recommendation counted (hand-made predictions; the endpoint round trip
-is in test_adapter_policy.py)."""
+"""From evaluate's certification to a policy block: per-question and per-type bands with their certificates,
+binding, provenance, and that the served rule takes the same cases to each action as the certification
+counted (hand-made predictions; the endpoint round trip is in test_adapter_policy.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
-from decisionctl import cli, metrics, render
+from decisionctl import certified, cli, metrics, render
 from decisionctl.cases import Prediction, load_cases
 from decisionctl.commands.options import shipped
 from decisionctl.evaluate import IDENTITY, PREDICTIONS, PredictionLog, case_digest
@@ -32,13 +32,13 @@ def pred(i: int, qtype: str, probs: list[float], expected: int) -> Prediction:
 
 
 def predictions(seed: int = 3) -> list[Prediction]:
-    """Confident answers mostly right, unsure ones at chance: a set with an automate and a review band."""
+    """Confident answers always right, unsure ones at chance: noul certifies an automate band at E = 0.05."""
     rng = random.Random(seed)
     out = []
-    for i in range(80):
+    for i in range(800):
         p = rng.random()
         confident = abs(p - 0.5) > 0.4
-        right = rng.random() < (0.97 if confident else 0.55)
+        right = rng.random() < (1.0 if confident else 0.55)
         predicted = 0 if p >= 0.5 else 1
         out.append(pred(i, "noul", [p, 1 - p], predicted if right else 1 - predicted))
     for i in range(60):
@@ -50,12 +50,20 @@ def predictions(seed: int = 3) -> list[Prediction]:
     return out
 
 
+def keys_of(preds: list[Prediction]) -> dict[str, str]:
+    """Two noul questions (even and odd cases) and one choice question, keyed as x_options_sha256 is."""
+    return {p.id: ("1" if p.type == "choice" else "2" if int(p.id.split("-")[1]) % 2 else "3") * 16 for p in preds}
+
+
 def results_for(preds: list[Prediction], identity: dict[str, Any]) -> dict[str, Any]:
     return {
         "cases_file": "runs/cases/my-cases.jsonl",
         "cases_sha256": "c" * 64,
         "identity": identity,
         **metrics.report(preds, 0.9, min_support=5),
+        "certification": certified.report(
+            preds, keys_of(preds), max_error=0.05, confidence=0.95, review_accuracy=0.5, min_support=5
+        ),
         "predictions": [p.to_json() for p in preds],
     }
 
@@ -64,40 +72,59 @@ def served(manifest: Manifest, **calibration: Any) -> dict[str, Any]:
     return {"model_sha256": manifest.sha256, "calibration": calibration, "order_debias_mode": "reverse"}
 
 
-def test_the_policy_carries_the_recommended_thresholds_bound_to_the_manifest() -> None:
+def test_the_policy_carries_the_certified_bands_bound_to_the_manifest() -> None:
     manifest = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
     preds = predictions()
     results = results_for(preds, served(manifest, source="identity", temperature={"noul": 1.0}))
     policy = from_results(results, manifest, created=date(2026, 12, 1))
-    rec = results["recommendation"]
-    assert set(policy.types) == {"noul", "choice"}
+    cert = results["certification"]
+    assert set(policy.types) == {"noul", "choice"} and set(policy.questions) == {"1" * 16, "2" * 16, "3" * 16}
+    assert policy.schema_ == "decision-policy/2"
+    for name, band, entry in [
+        *((t, policy.types[t], cert["types"][t]) for t in policy.types),
+        *((k, policy.questions[k], cert["questions"][k]) for k in policy.questions),
+    ]:
+        assert band.automate_at_or_above == entry["automate_at_or_above"], name
+        assert band.review_at_or_above == entry["review_at_or_above"], name
+        c = band.certificate
+        assert c is not None and (c.max_error, c.confidence, c.method) == (0.05, 0.95, "fallback-clopper-pearson/1")
+        assert (c.cases, c.labels_sha256) == (entry["cases"], entry["labels_sha256"])
+        auto = entry["automate"] or {"cases": 0, "errors": 0, "bound": None}
+        assert (c.automated, c.errors, c.bound) == (auto["cases"], auto["errors"], auto["bound"])
     noul = policy.types["noul"]
-    assert noul.automate_at_or_above == rec["noul"]["automate_at_or_above"] is not None
-    assert noul.review_at_or_above == rec["noul"]["review_band"][0]
-    assert (noul.support, policy.types["choice"].support) == (80, 60)
+    assert noul.automate_at_or_above is not None and noul.certificate is not None
+    assert noul.certificate.bound is not None and noul.certificate.bound <= 0.05  # certified: bound within E
+    assert policy.types["choice"].automate_at_or_above is None  # 60 cases cannot certify 5 %
+    assert policy.questions["2" * 16].type == "noul" and policy.questions["1" * 16].type == "choice"
+    assert (noul.support, policy.types["choice"].support) == (800, 60)
     assert (policy.model_sha256, policy.calibration_sha256) == (MODEL, manifest.calibration_sha256())
     assert policy.order_debias_mode == "reverse"  # the mode the run served, from its identity
     prov = policy.provenance
     assert (prov.cases_file, prov.cases_sha256, prov.created) == ("my-cases.jsonl", "c" * 64, "2026-12-01")
-    assert (prov.target_accuracy, prov.min_support, prov.review_accuracy) == (0.9, 5, 0.5)
+    assert (prov.target_accuracy, prov.min_support, prov.review_accuracy) == (0.95, 5, 0.5)
     again = from_results(results, manifest, created=date(2027, 3, 1))
     assert again.version == policy.version  # same thresholds, same cases: same version
 
 
-def test_the_served_rule_takes_the_cases_the_recommendation_counted() -> None:
+def test_the_served_rule_takes_the_cases_the_certification_counted() -> None:
     manifest = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
     preds = predictions()
     results = results_for(preds, served(manifest, source="identity"))
     policy = from_results(results, manifest, created=date(2026, 12, 1))
-    table = action_table(preds, policy)
+    keys = keys_of(preds)
+    table = action_table(preds, policy, keys)
+    questions = results["certification"]["questions"]
     for qtype, actions in table.items():
-        rec = results["recommendation"][qtype]
+        entries = [q for q in questions.values() if q["type"] == qtype]
         assert sum(a["share"] for a in actions.values()) == pytest.approx(1.0)
-        assert actions["automate"]["cases"] == (rec["automate"]["cases"] if rec["automate"] else 0)
-        assert actions["review"]["cases"] == rec["review"]["cases"]
-        assert actions["abstain"]["cases"] == rec["abstain"]["cases"]
-        assert actions["review"]["accuracy"] == rec["review"]["accuracy"]
-    assert table["noul"]["automate"]["accuracy"] >= 0.9
+        for action in ("automate", "review", "abstain"):
+            assert actions[action]["cases"] == sum((q[action] or {"cases": 0})["cases"] for q in entries), action
+    # the per-type bands alone (no keys: every case served as a question the cases never asked)
+    by_type = action_table(preds, policy)
+    for qtype, actions in by_type.items():
+        entry = results["certification"]["types"][qtype]
+        assert actions["automate"]["cases"] == (entry["automate"] or {"cases": 0})["cases"]
+    assert by_type["noul"]["automate"]["accuracy"] == 1.0
 
 
 def test_a_run_scored_under_another_model_or_calibration_is_refused() -> None:
@@ -172,10 +199,18 @@ def test_evaluate_writes_the_policy_into_the_manifest(tmp_path: Path, capsys: py
     assert policy is not None and f"wrote policy {policy.version}" in printed.err
     assert policy.provenance.cases_sha256 == hashlib.sha256(cases_path.read_bytes()).hexdigest()
     assert set(policy.types) == {"noul", "choice", "score"}
+    keys = certified.question_keys(load_cases(cases_path))
+    assert set(policy.questions) == set(keys.values()) and len(policy.questions) == 13
     assert f"policy {policy.version}: share of cases per action" in printed.out
     results = json.loads((out / "results.json").read_text())
     assert results["policy"]["version"] == policy.version
-    assert "What the recommended thresholds do" in printed.out
+    assert "Certified for automation at error <= 5.0% with probability 95.0% out of sample" in printed.out
+    # 51 cases cannot certify 5 %: no band automates, and each says what it would take
+    assert all(b.automate_at_or_above is None for b in [*policy.types.values(), *policy.questions.values()])
+    assert printed.out.count("no automate band") == 16
+    assert "even error-free, a band needs 117 automated cases" in printed.out
+    figures = sorted(p.name for p in (out / "automation").iterdir())
+    assert len(figures) == 16 and "type-noul.png" in figures
     # the same run again: the manifest already holds this version and is left as it is
     before = manifest_path.read_bytes()
     assert cli.main([*argv, "--write-policy", str(manifest_path)]) == 0
@@ -200,7 +235,9 @@ def test_evaluate_refuses_a_policy_for_a_manifest_of_another_model(
 
 
 def test_decide_shows_the_action_where_the_server_gives_one() -> None:
-    served = reply({"type": "noul", "noul": 0.93, "x_action": "automate", "x_action_reason": "confidence_band"})
+    served = reply({"type": "noul", "noul": 0.93, "x_action": "automate", "x_action_reason": "question_band"})
     table = render.answers(served)
-    assert table.splitlines()[0].split()[-1] == "action" and "automate (confidence_band)" in table
+    assert table.splitlines()[0].split()[-1] == "action" and "automate (question_band)" in table
+    older = reply({"type": "noul", "noul": 0.93, "x_action": "automate", "x_action_reason": "confidence_band"})
+    assert "automate (confidence_band)" in render.answers(older)  # an adapter before per-question bands
     assert "action" not in render.answers(reply({"type": "noul", "noul": 0.93}))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from decision_adapter.manifest import Calibration, Manifest, calibration_sha256, read_manifest, write_manifest
-from decision_adapter.policy import Band, Policy, PolicyError, Provenance, QuestionBand, seal, verdict
+from decision_adapter.policy import Band, Certificate, Policy, PolicyError, Provenance, QuestionBand, seal, verdict
 from decisionctl.cases import parse_case, prediction_from_response
 from pydantic import ValidationError
 
@@ -29,14 +29,27 @@ PROVENANCE = Provenance(
 )
 
 
+CERTIFICATE = Certificate(
+    method="fallback-clopper-pearson/1",
+    max_error=0.05,
+    confidence=0.95,
+    labels_sha256="e" * 64,
+    cases=20,
+    automated=12,
+    errors=0,
+    bound=0.22,
+)
+
+
+def band(automate: float | None, review: float | None, **kwargs: object) -> Band:
+    return Band(automate_at_or_above=automate, review_at_or_above=review, support=20, certificate=CERTIFICATE, **kwargs)
+
+
 def make_policy(**overrides: object) -> Policy:
     kwargs: dict[str, object] = {
         "model_sha256": MODEL,
         "calibration_sha256": calibration_sha256(None),
-        "types": {
-            "noul": Band(automate_at_or_above=0.9, review_at_or_above=0.6, support=20),
-            "choice": Band(automate_at_or_above=None, review_at_or_above=0.35, support=20),
-        },
+        "types": {"noul": band(0.9, 0.6), "choice": band(None, 0.35)},
         "provenance": PROVENANCE,
     }
     kwargs.update(overrides)
@@ -48,7 +61,7 @@ def test_the_version_is_a_hash_of_the_content_without_the_date() -> None:
     assert len(policy.version) == 16
     later = make_policy(provenance=PROVENANCE.model_copy(update={"created": "2027-01-31"}))
     assert later.version == policy.version
-    moved = make_policy(types={"noul": Band(automate_at_or_above=0.95, review_at_or_above=0.6, support=20)})
+    moved = make_policy(types={"noul": band(0.95, 0.6)})
     assert moved.version != policy.version
     other_cases = make_policy(provenance=PROVENANCE.model_copy(update={"cases_sha256": "d" * 64}))
     assert other_cases.version != policy.version
@@ -71,6 +84,38 @@ def test_an_edited_policy_is_refused_with_the_hash_it_should_carry() -> None:
 def test_a_review_threshold_above_the_automation_threshold_is_refused() -> None:
     with pytest.raises(ValidationError, match="above automate_at_or_above"):
         Band(automate_at_or_above=0.6, review_at_or_above=0.7)
+
+
+def test_a_certified_policy_needs_a_certificate_on_every_band_and_records_it() -> None:
+    with pytest.raises(ValidationError, match="the band of type noul has no certificate"):
+        make_policy(types={"noul": Band(automate_at_or_above=0.9, support=20)})
+    policy = make_policy()
+    assert policy.schema_ == "decision-policy/2"
+    assert policy.types["noul"].certificate == CERTIFICATE
+    looser = make_policy(
+        types={
+            "noul": band(0.9, 0.6).model_copy(update={"certificate": CERTIFICATE.model_copy(update={"max_error": 0.1})})
+        }
+    )
+    assert looser.version != policy.version  # the certificate is part of what the version seals
+
+
+def test_a_policy_sealed_before_certificates_is_still_served_with_its_version() -> None:
+    """A decision-policy/1 block as the previous decisionctl wrote it (no certificate, reason confidence_band)."""
+    block = {
+        "schema": "decision-policy/1",
+        "model_sha256": MODEL,
+        "calibration_sha256": calibration_sha256(None),
+        "types": {"noul": {"automate_at_or_above": 0.9, "review_at_or_above": 0.6, "support": 20}},
+        "questions": {},
+        "min_label_mass": None,
+        "out_of_scope_at_or_above": None,
+        "provenance": PROVENANCE.model_dump(mode="json"),
+        "version": "f722f335ef132371",  # computed by the decisionctl that wrote decision-policy/1
+    }
+    old = Policy.model_validate(block)  # the version the old code computed still verifies
+    assert old.schema_ == "decision-policy/1" and old.types["noul"].certificate is None
+    assert verdict(old, "noul", [0.95, 0.05]).action == "automate"
 
 
 def test_the_policy_survives_the_manifest_round_trip(tmp_path: Path) -> None:
@@ -132,7 +177,7 @@ def test_the_band_decides_on_the_probability_of_the_picked_option(
     qtype: str, probs: list[float], expected: str
 ) -> None:
     got = verdict(make_policy(), qtype, probs)
-    assert (got.action, got.reason) == (expected, "confidence_band")
+    assert (got.action, got.reason) == (expected, "type_band")
 
 
 def test_a_type_the_policy_did_not_measure_is_not_automated() -> None:
@@ -140,12 +185,18 @@ def test_a_type_the_policy_did_not_measure_is_not_automated() -> None:
     assert (got.action, got.reason) == ("abstain", "not_measured")
 
 
-def test_one_question_can_have_its_own_band() -> None:
-    policy = make_policy(questions={QUESTION: QuestionBand(type="choice", automate_at_or_above=0.8, support=30)})
-    assert verdict(policy, "choice", [0.85, 0.1, 0.05], options_sha256=QUESTION).action == "automate"
-    assert verdict(policy, "choice", [0.85, 0.1, 0.05], options_sha256="f" * 16).action == "review"
+def test_one_question_can_have_its_own_band_and_the_reason_names_it() -> None:
+    own = QuestionBand(type="choice", automate_at_or_above=0.8, support=30, certificate=CERTIFICATE)
+    policy = make_policy(questions={QUESTION: own})
+    got = verdict(policy, "choice", [0.85, 0.1, 0.05], options_sha256=QUESTION)
+    assert (got.action, got.reason) == ("automate", "question_band")
+    got = verdict(policy, "choice", [0.85, 0.1, 0.05], options_sha256="f" * 16)  # a question the cases never asked
+    assert (got.action, got.reason) == ("review", "type_band")
     # a band recorded for another type never applies
-    assert verdict(policy, "noul", [0.85, 0.15], options_sha256=QUESTION).action == "review"
+    assert verdict(policy, "noul", [0.85, 0.15], options_sha256=QUESTION).reason == "type_band"
+    assert policy.band_name("choice", QUESTION) == QUESTION
+    assert policy.band_name("choice", "f" * 16) == "choice"
+    assert policy.band_name("score", QUESTION) is None
 
 
 def test_low_label_mass_abstains_and_the_environment_overrides_the_manifest() -> None:
@@ -166,7 +217,7 @@ def test_out_of_scope_abstains_when_none_of_these_is_the_top_option() -> None:
     assert (got.action, got.reason) == ("abstain", "out_of_scope")
     strict = make_policy(out_of_scope_at_or_above=0.2)
     assert verdict(strict, "noul", [0.9, 0.1], out_of_scope=0.2).reason == "out_of_scope"
-    assert verdict(strict, "noul", [0.9, 0.1], out_of_scope=0.19).reason == "confidence_band"
+    assert verdict(strict, "noul", [0.9, 0.1], out_of_scope=0.19).reason == "type_band"
 
 
 def test_the_served_value_is_the_confidence_evaluate_measures_thresholds_on() -> None:

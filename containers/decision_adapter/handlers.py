@@ -94,8 +94,9 @@ def _log_decision(
             else:
                 item["score"] = answer.score
             item["confidence"] = round(answer.confidence, 4)
-        if answer.x_action is not None:
+        if answer.x_action is not None and s.policy is not None:  # and the band serving it: its key in the policy
             item["action"], item["action_reason"] = answer.x_action, answer.x_action_reason
+            item["band"] = s.policy.band_name(answer.type, answer.x_options_sha256)
         if answer.x_label_mass is not None:
             item["label_mass"] = round(answer.x_label_mass, 4)
         if answer.x_out_of_scope is not None:

@@ -4,6 +4,11 @@ Pure, no I/O. `decisionctl evaluate --write-policy` measures the thresholds on l
 them into `manifest.json` as its `policy` block; the adapter checks at start that the policy was
 measured on the model and the calibration it serves, and gives every answer an action.
 
+A policy holds bands per question (keyed by the answer's `x_options_sha256`, the hash of the question's type,
+instructions and options) and per type, the fallback for questions the cases never asked. Since
+decision-policy/2 every band carries its certificate: the labeled cases, errors, bound, E, C and method its
+automate threshold was certified with (docs/measure.md); decision-policy/1 policies are still served.
+
 The value a threshold applies to is the one `evaluate` measures its coverage table on: the
 probability of the option the answer picks (noul: max(p, 1 - p), yes when p >= 0.5; choice and
 score: the largest probability over the declared options). It is not the contract's `confidence`
@@ -22,13 +27,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .signals import DebiasMode
 
-POLICY_SCHEMA: Final = "decision-policy/1"
+POLICY_SCHEMA: Final = "decision-policy/2"
+PolicySchema = Literal["decision-policy/1", "decision-policy/2"]  # /1: bands without certificates
 QuestionType = Literal["noul", "choice", "score"]
 Action = Literal["automate", "review", "abstain"]
 ACTIONS: tuple[Action, ...] = ("automate", "review", "abstain")
-# Why an answer got its action: its confidence's band, too little of the model's probability on the labels,
-# the model's pick of the added "none of these" option, or no threshold measured for this type of question.
-Reason = Literal["confidence_band", "low_label_mass", "out_of_scope", "not_measured"]
+# Why an answer got its action: its confidence in its question's own band or in its type's band, too little of
+# the model's probability on the labels, the model's pick of "none of these", or no band for its type.
+# "confidence_band" is what adapters before per-question bands sent; clients still read it, this one never sends it.
+Reason = Literal["question_band", "type_band", "low_label_mass", "out_of_scope", "not_measured", "confidence_band"]
+BandSource = Literal["question", "type"]
+BAND_REASONS: dict[BandSource, Reason] = {"question": "question_band", "type": "type_band"}
 # The decision log line's per-request count of answers per action; the stack's metric filters sum these fields.
 ACTION_COUNT_FIELDS: dict[Action, str] = {"automate": "automated", "review": "reviewed", "abstain": "abstained"}
 TOLERANCE = 1e-12  # as evaluate's coverage table: a confidence equal to a grid threshold is at or above it
@@ -40,6 +49,29 @@ class PolicyError(ValueError):
     """A policy that cannot be served: measured under another model or calibration, or edited after sealing."""
 
 
+class Certificate(BaseModel):
+    """How a band's thresholds were certified and on what: with probability at least `confidence`, the error
+    among the answers it automates is at most `max_error` on traffic like the cases (the review band's
+    suggestions are wrong at most `review_max_error` of the time, a second claim at the same confidence)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: str = Field(description="The test and procedure (decisionctl.certify.METHOD).")
+    max_error: float = Field(gt=0.0, lt=1.0, description="E: the error allowed among automated answers.")
+    confidence: float = Field(gt=0.0, lt=1.0, description="C: the probability the bound holds out of sample.")
+    labels_sha256: str = Field(pattern=_HEX64, description="The label set: hash of the cases' ids and answers.")
+    cases: int = Field(ge=0, description="Labeled cases of this question (or type).")
+    automated: int = Field(ge=0, description="Cases at or above the automate threshold.")
+    errors: int = Field(ge=0, description="Wrong answers among the automated cases.")
+    bound: float | None = Field(
+        None, ge=0.0, le=1.0, description="Exact upper bound at C on the automated error rate; None: none certified."
+    )
+    review_max_error: float | None = Field(None, gt=0.0, lt=1.0, description="1 - the review accuracy asked for.")
+    reviewed: int = Field(0, ge=0, description="Cases in the review band.")
+    review_errors: int = Field(0, ge=0, description="Wrong suggestions among them.")
+    review_bound: float | None = Field(None, ge=0.0, le=1.0, description="Upper bound on their error rate.")
+
+
 class Band(BaseModel):
     """Thresholds for one question type (or one question): automate at or above, review at or above."""
 
@@ -48,6 +80,7 @@ class Band(BaseModel):
     automate_at_or_above: float | None = Field(None, ge=0.0, le=1.0, description="None: automate nothing.")
     review_at_or_above: float | None = Field(None, ge=0.0, le=1.0, description="None: no review band.")
     support: int = Field(0, ge=0, description="Labeled cases these thresholds were measured on.")
+    certificate: Certificate | None = Field(None, description="decision-policy/2: how they were certified.")
 
     @model_validator(mode="after")
     def _ordered(self) -> Band:
@@ -82,7 +115,7 @@ class Policy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    schema_: Literal["decision-policy/1"] = Field(POLICY_SCHEMA, alias="schema")
+    schema_: PolicySchema = Field(POLICY_SCHEMA, alias="schema")
     version: str = Field(pattern=_HEX16)
     model_sha256: str = Field(pattern=_HEX64, description="The GGUF the thresholds were measured on.")
     calibration_sha256: str = Field(pattern=_HEX64, description="manifest.calibration_sha256 of the calibration.")
@@ -112,14 +145,31 @@ class Policy(BaseModel):
         for key in self.questions:
             if not _is_hex16(key):
                 raise ValueError(f"questions are keyed by x_options_sha256 (16 hex digits), got {key!r}")
+        if self.schema_ != POLICY_SCHEMA:
+            return self
+        bands = {
+            **{f"type {t}": b for t, b in self.types.items()},
+            **{f"question {k}": b for k, b in self.questions.items()},
+        }
+        for name, band in bands.items():
+            if band.certificate is None:
+                raise ValueError(f"{POLICY_SCHEMA}: the band of {name} has no certificate; write it with evaluate")
         return self
 
-    def band_for(self, qtype: str, options_sha256: str | None) -> tuple[Band | None, str]:
+    def band_for(self, qtype: str, options_sha256: str | None) -> tuple[Band | None, BandSource]:
         """The band that applies to one answer and where it comes from ("question" or "type")."""
         own = self.questions.get(options_sha256) if options_sha256 else None
         if own is not None and own.type == qtype:
             return own, "question"
         return self.types.get(qtype), "type"  # type: ignore[call-overload]
+
+    def band_name(self, qtype: str, options_sha256: str | None) -> str | None:
+        """The key of the band serving an answer, as the decision log names it: the question's x_options_sha256
+        where it has its own band, else its type; None where there is none."""
+        band, source = self.band_for(qtype, options_sha256)
+        if band is None:
+            return None
+        return options_sha256 if source == "question" else qtype
 
     def check_binding(self, *, model_sha256: str, calibration_sha256: str) -> None:
         """Refuse a policy measured under another model or calibration: its thresholds mean nothing here."""
@@ -160,8 +210,17 @@ def content_version(block: Mapping[str, Any]) -> str:
     content = {k: v for k, v in block.items() if k != "version"}
     if content.get("order_debias_mode") is None:  # policies sealed before the field existed keep their version
         content.pop("order_debias_mode", None)
+    for group in ("types", "questions"):  # decision-policy/1 bands have no certificate: their hash keeps
+        if isinstance(content.get(group), Mapping):
+            content[group] = {k: _without_empty_certificate(b) for k, b in content[group].items()}
     content["provenance"] = {k: v for k, v in dict(content.get("provenance") or {}).items() if k != "created"}
     return canonical_sha256(content)[:16]
+
+
+def _without_empty_certificate(band: Any) -> Any:
+    if isinstance(band, Mapping) and band.get("certificate", 0) is None:
+        return {k: v for k, v in band.items() if k != "certificate"}
+    return band
 
 
 def seal(
@@ -174,11 +233,12 @@ def seal(
     min_label_mass: float | None = None,
     out_of_scope_at_or_above: float | None = None,
     order_debias_mode: str | None = None,
+    schema: PolicySchema = POLICY_SCHEMA,
 ) -> Policy:
     """A policy with its version computed from its content."""
     block: dict[str, Any] = {
         "order_debias_mode": order_debias_mode,
-        "schema": POLICY_SCHEMA,
+        "schema": schema,
         "model_sha256": model_sha256,
         "calibration_sha256": calibration_sha256,
         "types": {t: b.model_dump(mode="json") for t, b in types.items()},
@@ -223,15 +283,16 @@ def verdict(
     floor = min_label_mass if min_label_mass is not None else policy.min_label_mass
     if floor is not None and label_mass is not None and label_mass < floor:
         return Verdict("abstain", "low_label_mass")
-    band, _ = policy.band_for(qtype, options_sha256)
+    band, source = policy.band_for(qtype, options_sha256)
     if band is None:
         return Verdict("abstain", "not_measured")
+    reason = BAND_REASONS[source]
     confidence = confidence_of(qtype, probs)
     if band.automate_at_or_above is not None and confidence >= band.automate_at_or_above - TOLERANCE:
-        return Verdict("automate", "confidence_band")
+        return Verdict("automate", reason)
     if band.review_at_or_above is not None and confidence >= band.review_at_or_above - TOLERANCE:
-        return Verdict("review", "confidence_band")
-    return Verdict("abstain", "confidence_band")
+        return Verdict("review", reason)
+    return Verdict("abstain", reason)
 
 
 def _out_of_scope(policy: Policy, probs: Sequence[float], p_out: float) -> bool:

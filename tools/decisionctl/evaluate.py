@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,7 @@ from decision_adapter.schemas import RunRecord
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from decisionctl import calibration, metrics, plots
+from decisionctl import calibration, certified, metrics, plots
 from decisionctl.cases import (
     Case,
     Prediction,
@@ -38,6 +38,7 @@ RESULTS = "results.json"
 RELIABILITY_PNG = "reliability.png"
 HISTOGRAM_PNG = "confidence_hist.png"
 HELDOUT_PNG = "reliability_heldout.png"
+AUTOMATION_DIR = "automation"  # one figure per band: automated share against error, bound and threshold
 
 
 class IdentityChanged(RuntimeError):
@@ -194,8 +195,13 @@ def results(
     target_accuracy: float,
     min_support: int,
     review_accuracy: float = 0.5,
+    max_error: float = 0.05,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
+    """results.json: metrics, coverage, the point-estimate recommendation, and what is certified at
+    `max_error` with probability `confidence` (per question where the cases are given, per type, overall)."""
     count = cases if isinstance(cases, int) else len(cases)  # a count: bulk runs never hold every case
+    keys = None if isinstance(cases, int) else certified.question_keys(cases)
     return {
         "cases_file": str(cases_path),
         "cases_sha256": sha256_file(cases_path),
@@ -208,6 +214,14 @@ def results(
         "confidence": "probability of the predicted option; noul: max(p, 1 - p) with yes predicted when p >= 0.5",
         "brier": "mean over cases of the sum over declared options of (p - y)^2 (noul: yes and no), range 0..2",
         **metrics.report(run.predictions, target_accuracy, min_support=min_support, review_accuracy=review_accuracy),
+        "certification": certified.report(
+            run.predictions,
+            keys,
+            max_error=max_error,
+            confidence=confidence,
+            review_accuracy=review_accuracy,
+            min_support=min_support,
+        ),
         "predictions": [p.to_json() for p in run.predictions],
         "errors": run.errors,
     }
@@ -236,6 +250,23 @@ def write_plots(out: Path, preds: Sequence[Prediction], recommendation: dict[str
         review_band=recommendation.get("review_band"),
     )
     return [out / RELIABILITY_PNG, out / HISTOGRAM_PNG]
+
+
+def write_automation_plots(out: Path, certification: Mapping[str, Any]) -> list[Path]:
+    """OUT/automation/<band>.png for every question and type band: automated share against error."""
+    folder = out / AUTOMATION_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    e, c = certification["max_error"], certification["confidence"]
+    bands = {
+        **{f"{q['type']}-{key}": (certified.question_name(key, q), q) for key, q in certification["questions"].items()},
+        **{f"type-{t}": (f"{t} (type band)", b) for t, b in certification["types"].items()},
+    }
+    written = []
+    for stem, (name, band) in bands.items():
+        path = folder / f"{stem}.png"
+        plots.automation_curve(path, band, title=f"{name}: {band['cases']} cases", max_error=e, confidence=c)
+        written.append(path)
+    return written
 
 
 def fit_calibration(

@@ -1,4 +1,5 @@
-"""PNG figures: reliability diagram, confidence histogram, latency versus concurrency (matplotlib, Agg)."""
+"""PNG figures: reliability diagram, confidence histogram, latency versus concurrency, certified automation
+(matplotlib, Agg)."""
 
 from __future__ import annotations
 
@@ -191,6 +192,56 @@ def comparison_scatter(
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def automation_curve(path: Path, band: Mapping[str, Any], *, title: str, max_error: float, confidence: float) -> None:
+    """One band (certified.certify_group): at each grid threshold, the share of its cases automated (x) against
+    the error among them (y), measured and its exact upper bound; E and the certified threshold marked."""
+    rows = [r for r in band["grid"] if r["cases"]]
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
+    shares = [r["share"] for r in rows]
+    ax.plot(shares, [r["error"] for r in rows], marker="o", color="tab:blue", label="measured error")
+    ax.plot(
+        shares,
+        [r["bound"] for r in rows],
+        marker="v",
+        color="tab:red",
+        linestyle="--",
+        label=f"upper bound at its test level (C = {confidence:.0%} overall)",
+    )
+    ax.axhline(max_error, color="black", linewidth=1, linestyle=":", label=f"E = {max_error:.1%}")
+    last = -1.0
+    for r in sorted(rows, key=lambda r: r["share"]):  # label thresholds where they do not overlap
+        if r["share"] - last >= 0.05:
+            ax.annotate(
+                f"{r['threshold']:g}", (r["share"], r["error"]), textcoords="offset points", xytext=(2, -10), fontsize=7
+            )
+            last = r["share"]
+    chosen = band["automate"]
+    if chosen is not None:
+        t = band["automate_at_or_above"]
+        ax.scatter([chosen["share"]], [chosen["bound"]], s=160, marker="*", color="gold", edgecolor="black", zorder=4)
+        ax.axvline(
+            chosen["share"],
+            color="tab:green",
+            linewidth=1.2,
+            label=f"certified: automate >= {t:g}, {chosen['share']:.0%} of cases, bound {chosen['bound']:.1%}",
+        )
+    else:
+        ax.text(0.02, 0.95, "no threshold certified: automate nothing", transform=ax.transAxes, fontsize=9, va="top")
+    top = max([4 * max_error, *(1.15 * r["error"] for r in rows)])  # bounds on a handful of cases run off the top
+    ax.set(
+        xlim=(0, 1.02),
+        ylim=(0, min(1.0, top)),
+        xlabel="share of the band's cases automated (threshold annotated)",
+        ylabel="error among the automated cases",
+        title=title,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,5 +1,6 @@
-"""The thresholds `evaluate` recommends, as the policy block a manifest serves, and what a policy does to a
-labeled set (the share of cases each action takes and the accuracy within each).
+"""The thresholds `evaluate` certifies (per question and per type, decisionctl.certified), as the policy block
+a manifest serves, and what a policy does to a labeled set (the share of cases each action takes and the
+accuracy within each).
 
 The policy is bound to what the endpoint served while the cases were scored: the run identity's model
 sha256 and calibration must be the manifest's, or the thresholds would be served with numbers they were
@@ -14,7 +15,7 @@ from datetime import date
 from typing import Any
 
 from decision_adapter.manifest import Manifest
-from decision_adapter.policy import ACTIONS, Band, Policy, Provenance, seal, verdict
+from decision_adapter.policy import ACTIONS, Band, Certificate, Policy, Provenance, QuestionBand, seal, verdict
 
 from decisionctl import metrics
 from decisionctl.cases import Prediction
@@ -49,50 +50,76 @@ def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> 
         )
 
 
+def band_of(entry: Mapping[str, Any], certification: Mapping[str, Any]) -> Band:
+    """A certified band as the policy holds it (entry: one question's or type's certified.certify_group)."""
+    auto, review = entry["automate"], entry["review"]
+    certificate = Certificate(
+        method=certification["method"],
+        max_error=certification["max_error"],
+        confidence=certification["confidence"],
+        labels_sha256=entry["labels_sha256"],
+        cases=entry["cases"],
+        automated=auto["cases"] if auto else 0,
+        errors=auto["errors"] if auto else 0,
+        bound=auto["bound"] if auto else None,
+        review_max_error=entry["review_max_error"],
+        reviewed=review["cases"] if review else 0,
+        review_errors=review["errors"] if review else 0,
+        review_bound=review["bound"] if review else None,
+    )
+    return Band(
+        automate_at_or_above=entry["automate_at_or_above"],
+        review_at_or_above=entry["review_at_or_above"],
+        support=entry["cases"],
+        certificate=certificate,
+    )
+
+
 def from_results(results: Mapping[str, Any], manifest: Manifest, *, created: date) -> Policy:
-    """The policy block for `results` (evaluate's results.json), bound to `manifest`'s model and calibration."""
+    """The policy block for `results` (evaluate's results.json), bound to `manifest`'s model and calibration:
+    its certified bands, per question and per type (the fallback for questions the cases never asked)."""
     check_run_served(results.get("identity"), manifest)
-    recommendations = results["recommendation"]
-    types: dict[str, Band] = {}
-    by_type = metrics.by_type([Prediction.from_json(p) for p in results["predictions"]])
-    for qtype, preds in by_type.items():
-        rec = recommendations[qtype]
-        band = rec["review_band"]
-        types[qtype] = Band(
-            automate_at_or_above=rec["automate_at_or_above"],
-            review_at_or_above=band[0] if band is not None else None,
-            support=len(preds),
-        )
-    overall = recommendations["overall"]
+    certification = results["certification"]
+    types = {t: band_of(entry, certification) for t, entry in certification["types"].items()}
+    questions = {
+        key: QuestionBand(type=entry["type"], **band_of(entry, certification).model_dump())
+        for key, entry in certification["questions"].items()
+    }
     provenance = Provenance(
         cases_file=str(results["cases_file"]).replace("\\", "/").rsplit("/", 1)[-1],
         cases_sha256=results["cases_sha256"],
-        target_accuracy=overall["target_accuracy"],
-        min_support=overall["min_support"],
-        review_accuracy=overall["review_accuracy"],
+        target_accuracy=1.0 - certification["max_error"],
+        min_support=certification["min_support"],
+        review_accuracy=certification["review_accuracy"],
         created=created.isoformat(),
     )
     previous = manifest.policy
+    identity = results.get("identity") or {}
     return seal(
         model_sha256=manifest.sha256,
         calibration_sha256=manifest.calibration_sha256(),
         types=types,
+        questions=questions,
         provenance=provenance,
         # limits an operator set on the previous policy are not measured by evaluate: keep them
         min_label_mass=previous.min_label_mass if previous else None,
         out_of_scope_at_or_above=previous.out_of_scope_at_or_above if previous else None,
-        order_debias_mode=(results.get("identity") or {}).get("order_debias_mode"),
+        order_debias_mode=identity.get("order_debias_mode"),
     )
 
 
-def action_table(preds: Sequence[Prediction], policy: Policy) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per type: for each action, the cases the policy's bands give it, their share and the accuracy among
-    them (label mass and out of scope are not in the predictions: this is the confidence band alone)."""
+def action_table(
+    preds: Sequence[Prediction], policy: Policy, keys: Mapping[str, str] | None = None
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per type: for each action, the cases the policy's bands give it (each case its question's band, where
+    `keys` gives each case's x_options_sha256), their share and the accuracy among them (label mass and out of
+    scope are not in the predictions: this is the confidence band alone)."""
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for qtype, group in metrics.by_type(preds).items():
         taken: dict[str, list[Prediction]] = {a: [] for a in ACTIONS}
         for p in group:
-            taken[verdict(policy, qtype, p.probs).action].append(p)
+            key = keys.get(p.id) if keys else None
+            taken[verdict(policy, qtype, p.probs, options_sha256=key).action].append(p)
         table[qtype] = {
             action: {
                 "cases": len(members),

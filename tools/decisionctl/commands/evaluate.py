@@ -1,18 +1,20 @@
-"""decisionctl evaluate: measure accuracy and calibration on labeled cases, optionally fit temperatures or
-write the recommended thresholds into a manifest as the policy the adapter serves."""
+"""decisionctl evaluate: measure accuracy and calibration on labeled cases, certify per-question thresholds at
+an error the user can afford, optionally fit temperatures or write the certified bands into a manifest as the
+policy the adapter serves."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from decision_adapter.manifest import read_manifest, write_manifest
 
+from decisionctl import certified, policies, render
 from decisionctl import evaluate as evaluate_mod
-from decisionctl import policies, render
 from decisionctl.cases import CaseError, load_cases
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, shipped, transport
 
@@ -23,8 +25,9 @@ HELP = "measure accuracy and calibration on labeled cases"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
         "Score a labeled JSONL file against an endpoint (resumable), report accuracy, "
-        "macro-F1, Brier, ECE and a coverage table, recommend thresholds, and write "
-        "results.json, reliability.png and confidence_hist.png into --out."
+        "macro-F1, Brier, ECE and a coverage table, certify per question and per type the thresholds whose "
+        "automated answers have error <= --max-error with probability --confidence out of sample, and write "
+        "results.json, reliability.png, confidence_hist.png and automation/<band>.png into --out."
     )
     p.add_argument(
         "cases",
@@ -34,13 +37,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_target(p)
     p.add_argument("--out", default="evaluation", metavar="DIR", help="output directory (default ./evaluation)")
-    p.add_argument("--target-accuracy", type=float, default=0.9, help="accuracy required for automatic action (0.9)")
-    p.add_argument("--min-support", type=int, default=5, help="fewest cases a recommended threshold must cover (5)")
+    p.add_argument(
+        "--max-error",
+        type=float,
+        default=0.05,
+        metavar="E",
+        help="error allowed among automated answers; the policy's automate thresholds are certified to it (0.05)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        metavar="C",
+        help="probability that the certified bounds hold out of sample (0.95)",
+    )
+    p.add_argument(
+        "--target-accuracy",
+        type=float,
+        default=0.9,
+        help="accuracy of the point-estimate recommendation (reported, not certified, not written) (0.9)",
+    )
+    p.add_argument(
+        "--min-support",
+        type=int,
+        default=5,
+        help="fewest cases a recommended threshold must cover, and a threshold the cases-needed estimate uses (5)",
+    )
     p.add_argument(
         "--review-accuracy",
         type=float,
         default=0.5,
-        help="accuracy the review band below the automate threshold must still reach (0.5)",
+        help="accuracy the review band below the automate threshold must reach (certified at --confidence) (0.5)",
     )
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
     p.add_argument("--restart", action="store_true", help="forget earlier predictions in --out and score everything")
@@ -57,18 +84,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--write-policy",
         metavar="MANIFEST",
-        help="write the recommended thresholds into this manifest.json as its policy block, bound to the model "
-        "and calibration the cases were scored under (refused if the endpoint served others)",
+        help="write the certified bands (per question and per type) into this manifest.json as its policy block, "
+        "bound to the model and calibration the cases were scored under (refused if the endpoint served others)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     cases_path, out = Path(args.cases), Path(args.out)
-    if args.write_policy and args.fit_calibration:
-        say(
-            "--write-policy and --fit-calibration in one run would bind thresholds measured under the old calibration "
-            "to the new one: fit first, restart the adapter, then evaluate again with --write-policy"
-        )
+    refused = _refused_arguments(args)
+    if refused:
+        say(refused)
         return EXIT_FAILED
     try:
         cases = load_cases(cases_path)
@@ -101,9 +126,14 @@ def run(args: argparse.Namespace) -> int:
         target_accuracy=args.target_accuracy,
         min_support=args.min_support,
         review_accuracy=args.review_accuracy,
+        max_error=args.max_error,
+        confidence=args.confidence,
     )
     written = evaluate_mod.write_plots(out, scored.predictions, results["recommendation"]["overall"])
+    automation = evaluate_mod.write_automation_plots(out, results["certification"])
     print(render.evaluation(results))
+    print("\nThe recommendation above is a point estimate on these cases; the policy is written from this:")
+    print(certified.render(results["certification"]))
     status = 0
     if args.fit_calibration:
         print()
@@ -112,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
             written.append(out / evaluate_mod.HELDOUT_PNG)
     if args.write_policy:
         print()
-        status = _write_policy(Path(args.write_policy), scored, results) or status
+        keys = certified.question_keys(cases)
+        status = _write_policy(Path(args.write_policy), scored, results, keys) or status
     written.insert(0, evaluate_mod.write_results(out, results))
     if scored.errors:
         say(
@@ -125,8 +156,29 @@ def run(args: argparse.Namespace) -> int:
         f"model sha256 {identity.get('model_sha256', 'not reported')}, calibration "
         f"{json.dumps((identity.get('calibration') or {}), sort_keys=True)}"
     )
-    print("wrote " + ", ".join(str(p) for p in written))
+    print(
+        "wrote "
+        + ", ".join(str(p) for p in written)
+        + f" and {len(automation)} figures in {out / evaluate_mod.AUTOMATION_DIR}"
+    )
     return status
+
+
+def _refused_arguments(args: argparse.Namespace) -> str | None:
+    """Why these arguments cannot run together, or None."""
+    for name, value in (
+        ("--max-error", args.max_error),
+        ("--confidence", args.confidence),
+        ("--review-accuracy", args.review_accuracy),
+    ):
+        if not 0.0 < value < 1.0:
+            return f"{name} must be between 0 and 1 (exclusive), got {value}"
+    if args.write_policy and args.fit_calibration:
+        return (
+            "--write-policy and --fit-calibration in one run would bind thresholds measured under the old calibration "
+            "to the new one: fit first, restart the adapter, then evaluate again with --write-policy"
+        )
+    return None
 
 
 def _fit(args: argparse.Namespace, scored: evaluate_mod.Run, results: dict[str, Any], cases_path: Path) -> int:
@@ -168,7 +220,9 @@ def _fit(args: argparse.Namespace, scored: evaluate_mod.Run, results: dict[str, 
     return 0
 
 
-def _write_policy(manifest_path: Path, scored: evaluate_mod.Run, results: dict[str, Any]) -> int:
+def _write_policy(
+    manifest_path: Path, scored: evaluate_mod.Run, results: dict[str, Any], keys: Mapping[str, str]
+) -> int:
     if scored.errors or not results["complete"]:
         say(f"{manifest_path} was not changed: {len(scored.errors)} cases failed, a policy needs every case scored")
         return EXIT_FAILED
@@ -179,7 +233,7 @@ def _write_policy(manifest_path: Path, scored: evaluate_mod.Run, results: dict[s
         say(f"{manifest_path} was not changed: {exc}")
         return EXIT_FAILED
     results["policy"] = policy.model_dump(by_alias=True, mode="json")
-    print(render.policy_actions(policy.version, policies.action_table(scored.predictions, policy)))
+    print(render.policy_actions(policy.version, policies.action_table(scored.predictions, policy, keys)))
     if manifest.policy == policy:
         say(f"{manifest_path} already holds policy {policy.version}")
         return 0
