@@ -96,15 +96,24 @@ def test_the_locks_hash_every_entry() -> None:
         assert unhashed_lock_entries(text) == [], lock
 
 
+def pins(path: Path) -> dict[str, str]:
+    """name -> version of every `name==version` line (names normalized as pip does)."""
+    found = re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", path.read_text(encoding="utf-8"), re.MULTILINE)
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in found}
+
+
 def test_the_image_lock_pins_what_requirements_txt_pins() -> None:
-    pins = {
-        line.split("==")[0].lower().replace("_", "-"): line.split("==")[1].strip()
-        for line in (ROOT / "containers" / "requirements.txt").read_text(encoding="utf-8").splitlines()
-        if "==" in line and not line.startswith("#")
-    }
-    lock = (ROOT / "containers" / "requirements.lock").read_text(encoding="utf-8")
-    locked = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", lock, re.MULTILINE))
-    assert {k.lower().replace("_", "-"): v for k, v in locked.items()} == pins
+    image = pins(ROOT / "containers" / "requirements.txt")
+    assert pins(ROOT / "containers" / "requirements.lock") == image
+    project = pins(ROOT / "requirements.txt")
+    assert {name: project.get(name) for name in image} == image  # the image runs what the tests ran
+
+
+def test_the_cdk_lock_pins_what_requirements_txt_pins() -> None:
+    locked = pins(ROOT / ".github" / "actions" / "setup-cdk" / "requirements.lock")
+    project = pins(ROOT / "requirements.txt")
+    assert {"aws-cdk-lib", "cdk-nag", "constructs", "cfn-lint", "pydantic", "pyyaml"} <= set(locked)
+    assert {name: project.get(name) for name in locked} == locked  # CI synthesizes with what the tests used
 
 
 @pytest.mark.parametrize(
