@@ -167,6 +167,13 @@ class ServingEndpoint(Construct):
         self.endpoint.retain_deployment_config = False  # every update uses the configuration in cdk.json
         for alarm in rollback_alarms:
             self.endpoint.node.add_dependency(alarm)
+        if self.settings.deployment.rollback_on_alarms:
+            # SageMaker reads the rollback alarms' state with the execution role (deployment guardrails guide).
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["cloudwatch:DescribeAlarms"], resources=[alarm.alarm_arn for alarm in rollback_alarms]
+                )
+            )
 
     def _variant(self, download_timeout: int) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
         s = self.settings

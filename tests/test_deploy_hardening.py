@@ -147,6 +147,33 @@ def test_every_alarm_fires_on_m_of_n_periods_within_a_bake(prod: Synthesized) ->
     assert runtime["Threshold"] == 0 and runtime["ComparisonOperator"] == "GreaterThanThreshold"
 
 
+def test_each_guarded_endpoint_may_read_exactly_its_rollback_alarms(prod: Synthesized) -> None:
+    """SageMaker reads the alarms' state with the endpoint's execution role during a deployment."""
+    template = prod.template_json("Serving")
+    resources = template["Resources"]
+    names = {k: a["Properties"]["AlarmName"] for k, a in of_type(template, "AWS::CloudWatch::Alarm").items()}
+    for section in prod.config.decision_endpoints:
+        name = f"decision-prod-{section}"
+        (endpoint,) = [
+            e for e in of_type(template, "AWS::SageMaker::Endpoint").values() if e["Properties"]["EndpointName"] == name
+        ]
+        # endpoint -> its config -> the variant's model -> the model's execution role, by reference
+        config = resources[endpoint["Properties"]["EndpointConfigName"]["Fn::GetAtt"][0]]
+        model = resources[config["Properties"]["ProductionVariants"][0]["ModelName"]["Fn::GetAtt"][0]]
+        role_id = model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
+        statements = [
+            st
+            for p in of_type(template, "AWS::IAM::Policy").values()
+            if {"Ref": role_id} in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+            if st["Action"] == "cloudwatch:DescribeAlarms"
+        ]
+        assert len(statements) == 1, name
+        arns = statements[0]["Resource"]
+        readable = sorted(names[r["Fn::GetAtt"][0]] for r in (arns if isinstance(arns, list) else [arns]))
+        assert readable == sorted(rollback_alarm_names(template, name))
+
+
 def test_m_may_not_exceed_n() -> None:
     environments = cdk_context()["environments"]
     environments["prod"]["alarms"]["datapoints_to_alarm"] = 6
