@@ -4,15 +4,20 @@ The policy is the one `decisionctl evaluate --write-policy` writes after scoring
 an adapter with the served settings (a policy records its debias mode); one adapter of this module serves
 it (every question also offered "none of these", every question read in all rotations). The bundled model
 is close to chance, so the tests check the mechanics and contrasts built to be plain, not that its
-decisions are good.
+decisions are good. At the default E = 0.05 it certifies nothing (checked here); the served policy is
+written at a lenient E = 0.9 only so that some band automates at all: certification itself is validated by
+simulation (test_certify_simulation.py), the mechanics of serving it by the model.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import signal
 import statistics
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,8 @@ import pytest
 from decision_adapter import events
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decision_adapter.policy import ACTION_COUNT_FIELDS, Band, Provenance, seal, verdict
-from decisionctl import cli
+from decisionctl import certified, cli
+from decisionctl.cases import load_cases
 from decisionctl.commands.options import shipped
 from jevcompat import runner
 
@@ -45,22 +51,41 @@ OUT_OF_SCOPE = [
 
 
 SERVED_ENV = {"DECISION_ORDER_DEBIAS": "rotations", "DECISION_OUT_OF_SCOPE": "true"}
+LENIENT_E = 0.9  # the near-chance model certifies a band only this loosely (the module doc says why)
+APPROVAL = "noul-approval-01"  # its question's five cases were all right: at LENIENT_E its own band automates
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    model: Path  # the model directory whose manifest holds the policy
+    run: Path  # evaluate's --out
+    strict_output: str  # what evaluate printed at the default E = 0.05
 
 
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A model directory whose manifest holds the policy evaluate wrote from the shipped examples, scored by
-    an adapter with the settings `served` runs (a policy records its debias mode and is refused under another)."""
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
+    """The shipped examples scored once by an adapter with the settings `served` runs (a policy records its
+    debias mode and is refused under another), evaluated at the default E, then at LENIENT_E with
+    --write-policy (the second run sends nothing: every case is already scored in --out)."""
     require_model()
     root = tmp_path_factory.mktemp("policy")
     model = copy_model(root / "model")
     scorer = start_adapter(root / "scorer", model_dir=model, env=SERVED_ENV)
+    argv = ["evaluate", str(shipped("examples.jsonl")), "--url", scorer.url, "--out", str(root / "run")]
+    printed = io.StringIO()
     try:
-        argv = ["evaluate", str(shipped("examples.jsonl")), "--url", scorer.url, "--out", str(root / "run")]
-        assert cli.main([*argv, "--write-policy", str(model / "manifest.json")]) == 0
+        with contextlib.redirect_stdout(printed):
+            assert cli.main(argv) == 0
+        lenient = ["--max-error", str(LENIENT_E), "--write-policy", str(model / "manifest.json")]
+        assert cli.main([*argv, *lenient]) == 0
     finally:
         scorer.stop()
-    return model
+    return Evaluated(model, root / "run", printed.getvalue())
+
+
+@pytest.fixture(scope="module")
+def policy_dir(evaluated: Evaluated) -> Path:
+    return evaluated.model
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +95,7 @@ def served(policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     adapter.stop()
 
 
-def ask(url: str, state: str, questions: dict[str, Any]) -> dict[str, Any]:
+def ask(url: str, state: Any, questions: dict[str, Any]) -> dict[str, Any]:
     r = httpx.post(url + "/v1/systemone", json={"state": state, "questions": questions}, timeout=300)
     assert r.status_code == 200, r.text
     return dict(r.json())
@@ -110,6 +135,70 @@ def test_answers_carry_the_action_of_the_served_policy(served: AdapterProcess, p
         assert n == sum(1 for a in body["answers"].values() if a["x_action"] == action)
     # the fields the stack's metric filters sum are the ones this line carries
     assert {field for field, _ in ACTION_COUNTS.values()} == set(ACTION_COUNT_FIELDS.values())
+
+
+def test_a_chance_level_model_certifies_nothing_at_five_percent(evaluated: Evaluated) -> None:
+    """Must-show 2: the bundled model on the shipped examples: no band of any question or type automates at
+    E = 0.05, and evaluate says, per band, what it would take."""
+    results = json.loads((evaluated.run / "results.json").read_text(encoding="utf-8"))
+    assert results["certification"]["max_error"] == LENIENT_E  # results.json is the last run's
+    out = evaluated.strict_output
+    assert "Certified for automation at error <= 5.0% with probability 95.0% out of sample" in out
+    assert "overall: 0.0% of 51 cases certified for automation at <= 5.0% error (0 of 13 bands automate)" in out
+    assert out.count("no automate band") == 16  # 13 questions and 3 types
+    # the approval question was right on all 5 of its cases: at that accuracy, 117 cases would certify it
+    assert f"({APPROVAL}): no automate band; at the error measured at confidence >= 0.500 (0.0%), about 117" in out
+    # the type bands' measured errors are far above E: no number of such cases would
+    for qtype in ("noul", "choice", "score"):
+        assert f"{qtype} (type band): no automate band; no number of cases like these would certify one" in out
+
+
+def test_the_policy_has_per_question_bands_served_by_the_question_and_by_its_type(
+    served: AdapterProcess, evaluated: Evaluated
+) -> None:
+    """Must-show 3: evaluate's per-question policy, served: each answer's band named in x_action_reason and in
+    the decision log; a question of the cases gets its own band, a question the cases never asked its type's."""
+    policy = read_manifest(evaluated.model / "manifest.json").policy
+    assert policy is not None and policy.schema_ == "decision-policy/2"
+    cases = {c.id: c for c in load_cases(Path(shipped("examples.jsonl")))}
+    keys = certified.question_keys(cases.values())
+    assert set(policy.questions) == set(keys.values())
+    approval = policy.questions[keys[APPROVAL]]
+    assert approval.automate_at_or_above is not None and approval.certificate is not None
+    assert (approval.certificate.max_error, approval.certificate.cases) == (LENIENT_E, 5)
+    assert policy.types["noul"].automate_at_or_above is not None
+    assert policy.types["choice"].automate_at_or_above is None  # not even at E = 0.9
+    unseen = {"type": "noul", "instructions": "Is this message written in capital letters only?"}
+    assert certified.question_key(unseen) not in policy.questions
+    states = [cases[i].state for i in cases if i.startswith("noul-approval")]
+    answers = []
+    for state in states:
+        body = ask(served.url, state, {"own": cases[APPROVAL].question, "unseen": unseen})
+        answers.append(body["answers"])
+    lines = [line for line in served.log_lines() if line.get("event") == events.DECISION]
+    line_questions: list[dict[str, Any]] = [q for line in lines for q in line["questions"]]  # type: ignore[attr-defined]
+    logged = line_questions[-2 * len(states) :]
+    reasons: dict[str, set[str]] = {"own": set(), "unseen": set()}
+    for i, answer_set in enumerate(answers):
+        for qid, answer in answer_set.items():
+            expected = verdict(
+                policy,
+                "noul",
+                probs_of(answer),
+                options_sha256=answer["x_options_sha256"],
+                label_mass=answer["x_label_mass"],
+                out_of_scope=answer["x_out_of_scope"],
+            )
+            assert (answer["x_action"], answer["x_action_reason"]) == (expected.action, expected.reason)
+            line = next(q for q in logged[2 * i : 2 * i + 2] if q["id"] == qid)
+            assert line["band"] == (keys[APPROVAL] if qid == "own" else "noul")  # the band's key in the policy
+            assert line["action_reason"] == answer["x_action_reason"]
+            reasons[qid].add(answer["x_action_reason"])
+    # out of scope may win on some states; the band decides the others and is named
+    assert "question_band" in reasons["own"] and reasons["own"] <= {"question_band", "out_of_scope"}
+    assert "type_band" in reasons["unseen"] and reasons["unseen"] <= {"type_band", "out_of_scope"}
+    decided = [a["own"] for a in answers if a["own"]["x_action_reason"] == "question_band"]
+    assert all(a["x_action"] == "automate" for a in decided)  # its certified band starts at 0.0
 
 
 def test_without_a_policy_there_is_no_action_and_out_of_scope_is_opt_in(adapter_url: str) -> None:

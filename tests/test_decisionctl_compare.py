@@ -1,4 +1,5 @@
-"""`decisionctl compare` on two evaluation directories written here case by case, so every count is known.
+"""`decisionctl compare` on two evaluation directories written here case by case, so every count is known, and
+the band changes between the policies two runs wrote.
 (The same command on two real evaluate runs against the adapter is in test_decisionctl_evaluate.py.)"""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from decision_adapter.policy import Band, Certificate, Provenance, QuestionBand, seal
 from decisionctl import cli
 from decisionctl.cases import Prediction
 from decisionctl.compare import CompareError, compare, load_run, mcnemar_p
@@ -161,3 +163,63 @@ def test_missing_or_incompatible_runs_are_refused_with_the_reason(
     )
     with pytest.raises(CompareError, match="no case id in common"):
         compare(load_run(runs[0]), load_run(disjoint))
+
+
+def sealed(noul_at: float | None, bound: float | None, questions: dict[str, float | None]) -> dict[str, Any]:
+    """A decision-policy/2 block as evaluate --write-policy writes it into results.json."""
+
+    def band(at: float | None, bound_: float | None, **extra: Any) -> dict[str, Any]:
+        certificate = Certificate(
+            method="fallback-clopper-pearson/1",
+            max_error=0.05,
+            confidence=0.95,
+            labels_sha256="d" * 64,
+            cases=200,
+            automated=80 if at is not None else 0,
+            errors=1 if at is not None else 0,
+            bound=bound_ if at is not None else None,
+        )
+        return {"automate_at_or_above": at, "support": 200, "certificate": certificate, **extra}
+
+    policy = seal(
+        model_sha256="a" * 64,
+        calibration_sha256="b" * 64,
+        types={"noul": Band(**band(noul_at, bound))},
+        questions={k: QuestionBand(**band(at, 0.03, type="noul")) for k, at in questions.items()},
+        provenance=Provenance(
+            cases_file="c.jsonl",
+            cases_sha256="c" * 64,
+            target_accuracy=0.95,
+            min_support=5,
+            review_accuracy=0.5,
+            created="2026-12-01",
+        ),
+    )
+    return policy.model_dump(by_alias=True, mode="json")
+
+
+def test_compare_lists_the_bands_that_changed_between_the_two_policies(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base_policy = sealed(0.9, 0.04, {"1" * 16: 0.95, "2" * 16: None})
+    new_policy = sealed(0.85, 0.045, {"1" * 16: 0.95, "3" * 16: 0.99})
+    for run, policy in zip(runs, (base_policy, new_policy), strict=True):
+        results = json.loads((run / "results.json").read_text())
+        (run / "results.json").write_text(json.dumps({**results, "policy": policy}))
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", str(runs[0]), str(runs[1]), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    changes = json.loads((out / "comparison.json").read_text())["band_changes"]
+    assert (changes["base_version"], changes["new_version"]) == (base_policy["version"], new_policy["version"])
+    assert changes["added"] == ["question " + "3" * 16] and changes["removed"] == ["question " + "2" * 16]
+    assert changes["unchanged"] == 1  # question 111...: the same band
+    noul = changes["changed"]["type noul"]
+    assert noul == {"automate_at_or_above": {"base": 0.9, "new": 0.85}, "bound": {"base": 0.04, "new": 0.045}}
+    assert f"policy {base_policy['version']} -> {new_policy['version']}: 1 bands changed, 1 added" in printed
+    assert "changed type noul: automate_at_or_above 0.9 -> 0.85; bound 0.04 -> 0.045" in printed
+    # a run that wrote no policy: nothing to compare the bands with
+    results = json.loads((runs[1] / "results.json").read_text())
+    (runs[1] / "results.json").write_text(json.dumps({k: v for k, v in results.items() if k != "policy"}))
+    assert compare(load_run(runs[0]), load_run(runs[1])).report["band_changes"] is None
+    assert cli.main(["compare", str(runs[0]), str(runs[1]), "--out", str(out)]) == 0
+    assert "bands changed" not in capsys.readouterr().out

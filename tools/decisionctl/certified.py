@@ -220,9 +220,9 @@ def render(rep: Mapping[str, Any]) -> str:
     rows = [_row(question_name(k, q), q) for k, q in rep["questions"].items()]
     rows += [_row(f"{t} (type band)", b) for t, b in rep["types"].items()]
     rows.append(_row("overall", {**rep["overall"], "automate_at_or_above": None}))
-    notes = [no_band_note(question_name(k, q), q, e) for k, q in rep["questions"].items() if q["automate"] is None] + [
-        no_band_note(f"{t} (type band)", b, e) for t, b in rep["types"].items() if b["automate"] is None
-    ]
+    named = [(question_name(k, q), q) for k, q in rep["questions"].items()]
+    named += [(f"{t} (type band)", b) for t, b in rep["types"].items()]
+    notes = [no_band_note(n, b, e, rep["min_support"]) for n, b in named if b["automate"] is None]
     overall_ = rep["overall"]
     auto = overall_["automate"]
     summary = (
@@ -232,7 +232,7 @@ def render(rep: Mapping[str, Any]) -> str:
     return "\n".join([head, _table(rows), summary, *notes])
 
 
-def no_band_note(name: str, band: Mapping[str, Any], max_error: float) -> str:
+def no_band_note(name: str, band: Mapping[str, Any], max_error: float, min_support: int) -> str:
     """Why a band automates nothing, and how many cases like these would certify one."""
     need = band["cases_needed"]
     if need["at_best"] is not None:
@@ -245,7 +245,7 @@ def no_band_note(name: str, band: Mapping[str, Any], max_error: float) -> str:
     seen = (
         f"its lowest measured error, {_pct(lowest)}, is not below E = {_pct(max_error)}"
         if lowest is not None
-        else "no threshold holds enough cases to measure"
+        else f"it has fewer than --min-support {min_support} cases to measure an error on"
     )
     return (
         f"{name}: no automate band; no number of cases like these would certify one ({seen}); "

@@ -4,7 +4,9 @@ model file, llama.cpp build, instance type, calibration, or option wording).
 Reads what `decisionctl evaluate` wrote into each run's directory (results.json, and predictions.jsonl for
 the hash of each case's content); it calls no endpoint and never sees state text. Cases are matched by id.
 A case whose content hash differs between the runs is still compared (a wording change is what such a
-comparison is for) and is counted as changed content.
+comparison is for) and is counted as changed content. Where both runs wrote a policy (evaluate
+--write-policy), the bands that changed between the two are listed: thresholds, certified bound, share
+automated, E and C, and the label set they were measured on.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class EvaluationRun:
     case_sha256: dict[str, str]
     identity: dict[str, Any]
     automate_at: float | None  # the run's recommended automate threshold, if it had one
+    policy: dict[str, Any] | None = None  # the policy block the run wrote (evaluate --write-policy), if it did
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ def load_run(path: Path) -> EvaluationRun:
         case_sha256=hashes,
         identity=results.get("identity") or {},
         automate_at=overall.get("automate_at_or_above"),
+        policy=results.get("policy"),
     )
 
 
@@ -177,6 +181,67 @@ def summarize(pairs: Sequence[CasePair], threshold: float | None) -> dict[str, A
     return out
 
 
+BAND_FIELDS = ("automate_at_or_above", "review_at_or_above", "support")
+CERTIFICATE_FIELDS = ("bound", "automated", "errors", "max_error", "confidence", "method", "labels_sha256")
+
+
+def _bands(policy: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A policy block's bands by name ("type noul", "question <x_options_sha256>"), flattened for comparison."""
+    out: dict[str, dict[str, Any]] = {}
+    for group, prefix in (("types", "type"), ("questions", "question")):
+        for key, band in (policy.get(group) or {}).items():
+            certificate = band.get("certificate") or {}
+            row = {f: band.get(f) for f in BAND_FIELDS} | {f: certificate.get(f) for f in CERTIFICATE_FIELDS}
+            cases = certificate.get("cases") or band.get("support") or 0
+            row["automated_share"] = (certificate.get("automated") or 0) / cases if certificate and cases else None
+            out[f"{prefix} {key}"] = row
+    return out
+
+
+def band_changes(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """What changed between two policies, band by band: added, removed, and per changed band each field's
+    value before and after."""
+    before, after = _bands(base), _bands(new)
+    changed = {}
+    for name in sorted(before.keys() & after.keys()):
+        fields = {f: {"base": v, "new": after[name][f]} for f, v in before[name].items() if after[name][f] != v}
+        if fields:
+            changed[name] = fields
+    return {
+        "base_version": base.get("version"),
+        "new_version": new.get("version"),
+        "added": sorted(after.keys() - before.keys()),
+        "removed": sorted(before.keys() - after.keys()),
+        "changed": changed,
+        "unchanged": sum(1 for n in before.keys() & after.keys() if n not in changed),
+    }
+
+
+def render_band_changes(changes: Mapping[str, Any]) -> str:
+    """The band changes as text, a line per band that changed."""
+    head = f"policy {changes['base_version']} -> {changes['new_version']}: "
+    if not (changes["added"] or changes["removed"] or changes["changed"]):
+        return head + f"the same {changes['unchanged']} bands"
+    lines = [
+        head + f"{len(changes['changed'])} bands changed, {len(changes['added'])} added, "
+        f"{len(changes['removed'])} removed, {changes['unchanged']} unchanged"
+    ]
+    lines += [f"  added   {name}" for name in changes["added"]]
+    lines += [f"  removed {name}" for name in changes["removed"]]
+    for name, fields in changes["changed"].items():
+        shown = "; ".join(f"{f} {_short(v['base'])} -> {_short(v['new'])}" for f, v in fields.items())
+        lines.append(f"  changed {name}: {shown}")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, str) and len(value) == 64:  # a label set's sha256
+        return value[:12]
+    return "none" if value is None else str(value)
+
+
 def identity_changes(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: {"base": base.get(k), "new": new.get(k)} for k in IDENTITY_FIELDS if base.get(k) != new.get(k)}
 
@@ -222,6 +287,7 @@ def compare(base: EvaluationRun, new: EvaluationRun, *, threshold: float | None 
         "only_in_base": sorted(set(base.predictions) - set(new.predictions)),
         "only_in_new": sorted(set(new.predictions) - set(base.predictions)),
         "identity_changes": identity_changes(base.identity, new.identity),
+        "band_changes": band_changes(base.policy, new.policy) if base.policy and new.policy else None,
         "total_variation": "half the L1 distance between a case's two distributions, 0 (same) to 1 (disjoint)",
         "overall": summarize(pairs, threshold),
         "by_type": {t: summarize(ps, threshold) for t, ps in sorted(by_type.items())},

@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     written = compare_mod.write_report(result, Path(args.out))
     print(render.comparison(result.report))
+    if result.report["band_changes"] is not None:  # both runs wrote a policy
+        print(compare_mod.render_band_changes(result.report["band_changes"]))
     print("wrote " + ", ".join(str(p) for p in written))
     overall = result.report["overall"]
     limit = args.max_changed_rate
