@@ -1,10 +1,19 @@
-"""Label mass, the out-of-scope split and the option orders of each debiasing mode, on hand-made logits."""
+"""Label mass, the out-of-scope split, the option orders of each debiasing mode and the adaptive stopping rule,
+on hand-made logits and distributions."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from decision_adapter.signals import debias_mode, label_mass, option_orders, split_out_of_scope
+from decision_adapter.adaptive import reported, settled
+from decision_adapter.signals import (
+    debias_mode,
+    label_mass,
+    option_orders,
+    order_name,
+    rotation_sequence,
+    split_out_of_scope,
+)
 
 
 def test_label_mass_is_the_full_vocabulary_probability_of_the_labels() -> None:
@@ -62,3 +71,57 @@ def test_long_lists_fall_back_from_rotations_to_reverse_then_to_one_order() -> N
     assert option_orders(30, "rotations", **kw) == [list(range(30))]
     assert option_orders(3, "reverse", **kw) == [[0, 1, 2], [2, 1, 0]]
     assert option_orders(3, "off", **kw) == [[0, 1, 2]]
+
+
+def test_adaptive_reads_the_rotations_in_a_fixed_spread_order() -> None:
+    kw = {"debias_max_options": 26, "rotation_max_options": 8}
+    assert rotation_sequence(6) == [0, 3, 1, 4, 2, 5]
+    for n in range(1, 9):
+        adaptive = option_orders(n, "adaptive", **kw)
+        assert sorted(map(tuple, adaptive)) == sorted(map(tuple, option_orders(n, "rotations", **kw)))
+        assert adaptive[0] == list(range(n)) and adaptive == option_orders(n, "adaptive", **kw)
+    assert option_orders(9, "adaptive", **kw) == [list(range(9)), list(range(8, -1, -1))]
+
+
+def test_orders_are_named_as_answers_report_them() -> None:
+    assert order_name([0, 1, 2], 3) == "given"
+    assert order_name([2, 1, 0], 3) == "reversed"
+    assert order_name([1, 2, 0], 3) == "rotation:1"
+    assert order_name([2, 0, 1, 3], 3) == "rotation:2"  # the out-of-scope option stays last
+    assert order_name([0, 4, 5], 6) is None  # a chunk of the options, not an order of all
+
+
+def test_nothing_unread_is_always_settled_and_one_read_of_a_near_tie_never_is() -> None:
+    kw = {"temperature": 1.0, "out_of_scope": False}
+    assert settled(np.array([0.4, 0.6]), 1, 1, tolerance=0.01, **kw)
+    assert not settled(np.array([0.98, 0.01, 0.01]), 1, 3, tolerance=1.0, **kw)  # the pick needs k > N / 2
+    assert settled(np.array([1.9, 0.05, 0.05]), 2, 3, tolerance=0.34, **kw)
+    assert not settled(np.array([1.9, 0.05, 0.05]), 2, 3, tolerance=0.3, **kw)  # 1/3 could still move
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("out_of_scope", [False, True])
+def test_a_settled_answer_is_within_the_tolerance_of_every_way_the_unread_orders_could_go(
+    temperature: float, out_of_scope: bool
+) -> None:
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(200):
+        n = int(rng.integers(3, 7))
+        k = int(rng.integers(1, n))
+        # orders read alike, around one sharp distribution: a decisive model, where the rule can stop early
+        reads = rng.dirichlet(50 * rng.dirichlet(np.full(n, 0.3)) + 0.01, size=k)
+        tolerance = 0.4
+        if not settled(
+            reads.sum(axis=0), k, n, tolerance=tolerance, temperature=temperature, out_of_scope=out_of_scope
+        ):
+            continue
+        checked += 1
+        now = reported(reads.mean(axis=0), temperature, out_of_scope=out_of_scope)
+        declared = n - 1 if out_of_scope else n
+        for _ in range(50):  # unread orders drawn anywhere on the simplex, the extreme ones included
+            unread = rng.dirichlet(np.full(n, float(rng.choice([0.05, 1.0]))), size=n - k)
+            full = reported(np.vstack([reads, unread]).mean(axis=0), temperature, out_of_scope=out_of_scope)
+            assert np.argmax(full[:declared]) == np.argmax(now[:declared])
+            assert np.max(np.abs(full - now)) <= tolerance + 1e-12
+    assert checked > 10  # the rule did stop early on these decisive reads

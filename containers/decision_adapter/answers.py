@@ -60,9 +60,12 @@ def answer_of(
         "x_margin": round(contract.margin(probs), 6),
         "x_options_sha256": scored.options_sha256,
         "x_orders": scored.orders,
+        "x_orders_read": scored.orders_read or None,
         "x_label_mass": scored.label_mass,
         "x_out_of_scope": scored.out_of_scope,
     }
+    if question.x_slot_probabilities:
+        extensions["x_slot_probabilities"] = scored.slot_probabilities
     if policy is not None:
         taken = verdict(
             policy,

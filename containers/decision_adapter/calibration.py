@@ -1,36 +1,71 @@
-"""The calibration in force: the temperatures answers are divided by, and the one rule for where they come from."""
+"""The calibration in force: the temperatures answers are divided by, the slot prior divided out of each order's
+distribution, and the one rule for where they come from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from .contract import QUESTION_TYPES
-from .gguf_metadata import Temperatures
-from .manifest import Manifest
+from .gguf_metadata import DecisionMetadataError, Temperatures
+from .manifest import Manifest, SlotPrior
 from .prompting import PromptScheme
 from .schemas import CalibrationInForce
+from .signals import Vector
+
+
+class SlotPriorMismatch(DecisionMetadataError):
+    """The manifest's slot prior was fitted under another model file or prompt template: refused at start (logged
+    as model_not_loaded: the model cannot be served as its manifest declares)."""
 
 
 @dataclass(frozen=True)
 class ActiveCalibration:
     source: Literal["manifest", "gguf", "identity"]
     temperatures: Temperatures
+    slot_prior: dict[int, Vector] = field(default_factory=dict)  # option count -> prior per slot (choice)
 
     def temperature(self, qtype: str, n_options: int) -> float:
         return self.temperatures.of(qtype, n_options)
 
+    def prior_of(self, qtype: str, n_slots: int) -> Vector | None:
+        """The slot prior a question's orders are divided by: choice questions of a fitted option count only
+        (yes/no and score options mean something in their order; an out-of-scope question has one slot more)."""
+        return self.slot_prior.get(n_slots) if qtype == "choice" else None
+
     def describe(self) -> CalibrationInForce:
         """As run identity reports it."""
-        return CalibrationInForce(source=self.source, temperature=self.temperatures.describe())
+        prior = {str(n): [round(float(p), 6) for p in v] for n, v in sorted(self.slot_prior.items())} or None
+        return CalibrationInForce(source=self.source, temperature=self.temperatures.describe(), slot_prior=prior)
 
 
 def calibration_in_force(manifest: Manifest | None, scheme: PromptScheme) -> ActiveCalibration:
     """The manifest's temperatures first (fitted for this model file), then those the GGUF declares, else
-    none (T = 1)."""
+    none (T = 1). The manifest's slot prior, if any, only under the model and template it was fitted under
+    (SlotPriorMismatch otherwise)."""
     if manifest is not None and manifest.calibration is not None:
         fitted = manifest.calibration
-        return ActiveCalibration("manifest", Temperatures({t: fitted.for_type(t) for t in QUESTION_TYPES}))
+        prior = checked_prior(fitted.slot_prior, model_sha256=manifest.sha256, template=scheme.name)
+        return ActiveCalibration("manifest", Temperatures({t: fitted.for_type(t) for t in QUESTION_TYPES}), prior)
     if scheme.declared_temperatures is not None:
         return ActiveCalibration("gguf", scheme.declared_temperatures)
     return ActiveCalibration("identity", Temperatures({}))
+
+
+def checked_prior(prior: SlotPrior | None, *, model_sha256: str, template: str) -> dict[int, Vector]:
+    """The prior's vectors per option count, after checking what it was fitted under."""
+    if prior is None:
+        return {}
+    if prior.model_sha256 != model_sha256:
+        raise SlotPriorMismatch(
+            f"the manifest's slot prior was fitted on the model with sha256 {prior.model_sha256}, but the model "
+            f"served has sha256 {model_sha256}; fit it again with `decisionctl fit-prior`"
+        )
+    if prior.prompt_template != template:
+        raise SlotPriorMismatch(
+            f"the manifest's slot prior was fitted under the prompt template {prior.prompt_template!r}, but the "
+            f"adapter asks with {template!r}; fit it again with `decisionctl fit-prior`"
+        )
+    return {int(n): np.asarray(v, dtype=np.float64) for n, v in prior.slots.items()}

@@ -3,9 +3,12 @@
 For each question the model reads header + state + question suffix; the answer is a softmax over
 the logits of the option labels' tokens at the final position, and nothing is generated. With
 order-debiasing, each question is scored under several option orders (the scheme's: the given and
-the reversed, or every rotation) and the log-probability vectors are averaged per option (a product
-of experts), so a model's taste for a slot cannot decide the answer. Calibration divides the combined
-score by the question type's temperature before the final softmax.
+the reversed, or every rotation) and the per-option vectors are combined (the scheme's `combine`: the
+mean of log-probabilities, or of probabilities for rotations), so a model's taste for a slot cannot
+decide the answer; in adaptive mode the rotations are read until `adaptive.settled` says the rest
+cannot change the answer beyond the tolerance. Calibration: a fitted slot prior (choice questions)
+divides each order's slot distribution, renormalized, before the orders combine; then the combined
+score is divided by the question type's temperature before the final softmax.
 
 Two abstention signals come from the same logits: the label mass (the whole vocabulary's probability
 on the offered labels, averaged over the orders) and, for an out-of-scope question, the probability
@@ -22,13 +25,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from .adaptive import settled
 from .calibration import ActiveCalibration
 from .errors import RuntimeFailure, TokenBudgetExceeded
 from .prompting import Option, PromptScheme, options_of
 from .prompting.base import OUT_OF_SCOPE, single_token
 from .runtime import LlamaRuntime, NeedsRestore, Unit
 from .schemas import AnyQuestion, DecisionRequest, Text
-from .signals import label_mass, split_out_of_scope
+from .signals import label_mass, order_name, split_out_of_scope
 from .state_cache import Snapshot, StateCache, prefix_key
 
 
@@ -43,6 +47,8 @@ class Scored:
     orders: int
     label_mass: float | None = None  # mean over the orders of P(an offered label), whole vocabulary, in (0, 1]
     out_of_scope: float | None = None  # P("none of these") among all offered options; None where not offered
+    orders_read: list[str] = field(default_factory=list)  # signals.order_name of each order read, in reading order
+    slot_probabilities: list[list[float]] = field(default_factory=list)  # per order read: raw, per slot
 
 
 @dataclass
@@ -230,16 +236,35 @@ class DecisionEngine:
     def _score(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> Scored:
         n = len(plan.options)
         declared = n - 1 if plan.out_of_scope else n
-        per_pass, masses = [], []
-        for p in plan.passes:
+        qtype = plan.question.type
+        temperature = self.calibration.temperature(qtype, declared)
+        tolerance = self.scheme.adaptive_tolerance
+        per_pass, masses, slot_probs, names = [], [], [], []
+        read_sum = np.zeros(n)
+        for i, p in enumerate(plan.passes):
             units = [*prefix, p.head, p.suffix] if p.head else [*prefix, p.suffix]
             logprob_by_slot, mass = self._slot_logprobs(units, p.codes)
+            slot_probs.append([float(v) for v in np.exp(logprob_by_slot)])
+            prior = None if plan.out_of_scope else self.calibration.prior_of(qtype, len(p.codes))
+            if prior is not None:  # divide by the prior of the slots the options sat in, renormalize
+                logprob_by_slot = log_softmax(logprob_by_slot - np.log(prior))
             lp = np.empty(n)
             lp[p.order] = logprob_by_slot
             per_pass.append(lp)
             masses.append(mass)
+            names.append(order_name(p.order, declared) or f"pass:{i}")
+            if tolerance is not None:
+                read_sum += np.exp(lp)
+                if settled(
+                    read_sum,
+                    i + 1,
+                    len(plan.passes),
+                    tolerance=tolerance,
+                    temperature=temperature,
+                    out_of_scope=plan.out_of_scope,
+                ):
+                    break
         combined = self.scheme.combine(per_pass)
-        temperature = self.calibration.temperature(plan.question.type, declared)
         p_out: float | None = None
         if plan.out_of_scope:
             probs, p_out = split_out_of_scope(combined, temperature)
@@ -252,9 +277,11 @@ class DecisionEngine:
             [float(p) for p in probs],
             options_hash(plan.question),
             len(plan.passes[0].suffix),
-            len(plan.passes),
+            len(per_pass),
             label_mass=float(np.mean(masses)),
             out_of_scope=p_out,
+            orders_read=names,
+            slot_probabilities=slot_probs,
         )
 
     def _slot_logprobs(self, units: list[Unit], codes: list[tuple[int, ...]]) -> tuple[npt.NDArray[np.float64], float]:

@@ -75,6 +75,7 @@ def build_identity(
     order_debias: bool,
     scheme: str,
     order_debias_mode: DebiasMode | None = None,
+    order_debias_tolerance: float | None = None,
     policy: str | None = None,
 ) -> RunIdentity:
     return RunIdentity(
@@ -92,5 +93,6 @@ def build_identity(
         order_debias=order_debias,
         calibration=calibration,
         order_debias_mode=order_debias_mode,
+        order_debias_tolerance=order_debias_tolerance,
         policy=policy,
     )

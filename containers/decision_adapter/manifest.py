@@ -22,8 +22,35 @@ MANIFEST_NAME = "manifest.json"
 _CHUNK = 8 * 1024 * 1024
 
 
+class SlotPrior(BaseModel):
+    """The model's prior over option slots per option count, for choice questions: the mean slot distribution
+    over every rotation of unlabeled questions (`decisionctl fit-prior`). The adapter divides each order's
+    distribution by it. Bound to the model file and prompt template it was fitted under."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Literal["rotation-average"] = "rotation-average"
+    model_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The GGUF the prior was fitted on.")
+    prompt_template: str = Field(min_length=1, description="The prompt template it was fitted under (x_run's).")
+    slots: dict[str, list[float]] = Field(description="Option count -> the prior of each slot, first to last.")
+    fitted_on: dict[str, Any] = Field(
+        default_factory=dict, description="Provenance: input file sha256, requests, questions per option count."
+    )
+
+    @field_validator("slots")
+    @classmethod
+    def _distributions(cls, v: dict[str, list[float]]) -> dict[str, list[float]]:
+        for key, prior in v.items():
+            if not key.isdigit() or int(key) != len(prior) or len(prior) < 2:
+                raise ValueError(f"slots[{key!r}] must hold one probability per slot of {key} options")
+            if not all(0 < p < 1 for p in prior) or abs(sum(prior) - 1) > 1e-6:
+                raise ValueError(f"slots[{key!r}] must be positive and sum to 1, got {prior}")
+        return v
+
+
 class Calibration(BaseModel):
-    """Per-type temperature: probabilities are softmax(score / T). Identity (T = 1) when absent."""
+    """Per-type temperature: probabilities are softmax(score / T). Identity (T = 1) when absent. Optionally a
+    slot prior, divided out of each order's distribution before the temperature applies."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -32,6 +59,7 @@ class Calibration(BaseModel):
     fitted_on: dict[str, Any] = Field(
         default_factory=dict, description="Provenance: data set, sizes, ECE before/after."
     )
+    slot_prior: SlotPrior | None = None
 
     @field_validator("temperature")
     @classmethod

@@ -124,6 +124,10 @@ class Policy(BaseModel):
         description="The order-debiasing mode the thresholds were measured under (x_run.order_debias_mode); "
         "None: not recorded (a policy written before it was, or a GGUF scheme of its own).",
     )
+    order_debias_tolerance: float | None = Field(
+        None,
+        description="With adaptive order-debiasing, the tolerance measured under (x_run.order_debias_tolerance).",
+    )
     types: dict[QuestionType, Band] = Field(default_factory=dict)
     questions: dict[str, QuestionBand] = Field(
         default_factory=dict, description="Per x_options_sha256: one question's own thresholds."
@@ -185,13 +189,20 @@ class Policy(BaseModel):
                 "was written); measure it again with `decisionctl evaluate --write-policy`"
             )
 
-    def check_debias(self, served: str | None) -> None:
-        """Refuse a policy measured under another order-debiasing mode: the mode moves every probability."""
+    def check_debias(self, served: str | None, tolerance: float | None = None) -> None:
+        """Refuse a policy measured under another order-debiasing mode or adaptive tolerance: both move
+        probabilities."""
         if self.order_debias_mode is not None and served != self.order_debias_mode:
             raise PolicyError(
                 f"policy {self.version} was measured with order-debiasing {self.order_debias_mode!r}, but the adapter "
                 f"serves {served or 'none (the GGUF scheme of its own)'!r}: set DECISION_ORDER_DEBIAS="
                 f"{self.order_debias_mode}, or measure it again with `decisionctl evaluate --write-policy`"
+            )
+        if self.order_debias_tolerance is not None and tolerance != self.order_debias_tolerance:
+            raise PolicyError(
+                f"policy {self.version} was measured with adaptive tolerance {self.order_debias_tolerance}, but the "
+                f"adapter serves {tolerance}: set DECISION_ADAPTIVE_TOLERANCE={self.order_debias_tolerance}, or "
+                "measure it again with `decisionctl evaluate --write-policy`"
             )
 
 
@@ -208,8 +219,9 @@ def canonical_sha256(value: Any) -> str:
 def content_version(block: Mapping[str, Any]) -> str:
     """A policy block's version: the hash of everything but the version and the creation date."""
     content = {k: v for k, v in block.items() if k != "version"}
-    if content.get("order_debias_mode") is None:  # policies sealed before the field existed keep their version
-        content.pop("order_debias_mode", None)
+    for key in ("order_debias_mode", "order_debias_tolerance"):
+        if content.get(key) is None:  # policies sealed before the field existed keep their version
+            content.pop(key, None)
     for group in ("types", "questions"):  # decision-policy/1 bands have no certificate: their hash keeps
         if isinstance(content.get(group), Mapping):
             content[group] = {k: _without_empty_certificate(b) for k, b in content[group].items()}
@@ -233,11 +245,13 @@ def seal(
     min_label_mass: float | None = None,
     out_of_scope_at_or_above: float | None = None,
     order_debias_mode: str | None = None,
+    order_debias_tolerance: float | None = None,
     schema: PolicySchema = POLICY_SCHEMA,
 ) -> Policy:
     """A policy with its version computed from its content."""
     block: dict[str, Any] = {
         "order_debias_mode": order_debias_mode,
+        "order_debias_tolerance": order_debias_tolerance,
         "schema": schema,
         "model_sha256": model_sha256,
         "calibration_sha256": calibration_sha256,

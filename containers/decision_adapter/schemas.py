@@ -28,6 +28,9 @@ class NoulCriteria(BaseModel):
 # Opt-in per question: offer the model a "none of these" option too and report its probability as the answer's
 # x_out_of_scope. Not part of what defines the options (model_dump leaves it out, so x_options_sha256 keeps).
 OutOfScope = Annotated[bool, Field(False, exclude=True)]
+# Opt-in per question: report each order's raw slot distribution (before the slot prior and the temperature) as
+# x_slot_probabilities, what `decisionctl fit-prior` fits from. Not part of what defines the options either.
+SlotProbabilities = Annotated[bool, Field(False, exclude=True)]
 
 
 class NoulQuestion(BaseModel):
@@ -37,6 +40,7 @@ class NoulQuestion(BaseModel):
     instructions: Text | None = None
     criteria: NoulCriteria | None = None
     x_out_of_scope: OutOfScope = False
+    x_slot_probabilities: SlotProbabilities = False
 
 
 class ChoiceQuestion(BaseModel):
@@ -46,6 +50,7 @@ class ChoiceQuestion(BaseModel):
     instructions: Text | None = None
     criteria: Annotated[dict[str, Text | None], Field(min_length=MIN_CHOICE_OPTIONS, max_length=MAX_CHOICE_OPTIONS)]
     x_out_of_scope: OutOfScope = False
+    x_slot_probabilities: SlotProbabilities = False
 
 
 class ScoreQuestion(BaseModel):
@@ -55,6 +60,7 @@ class ScoreQuestion(BaseModel):
     instructions: Text | None = None
     criteria: Annotated[list[Text], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
     x_out_of_scope: OutOfScope = False
+    x_slot_probabilities: SlotProbabilities = False
 
 
 AnyQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
@@ -140,6 +146,8 @@ class AnswerExtensions(BaseModel):
     x_margin: float | None = None  # top probability minus the runner-up
     x_options_sha256: str | None = None  # hash of what defines the options: changed wording, changed hash
     x_orders: int | None = None  # option orders the question was read in
+    x_orders_read: list[str] | None = None  # which, in reading order: "given", "reversed", "rotation:r"
+    x_slot_probabilities: list[list[float]] | None = None  # per order read, per slot; only where asked
     x_label_mass: float | None = None  # the model's probability, over its whole vocabulary, on the offered labels
     x_out_of_scope: float | None = None  # probability of the added "none of these" option, where it was offered
     x_action: Action | None = None  # under the served threshold policy (x_run.policy names it)
@@ -201,6 +209,7 @@ class CalibrationInForce(BaseModel):
 
     source: Literal["manifest", "gguf", "identity"]
     temperature: dict[str, float]
+    slot_prior: dict[str, list[float]] | None = None  # option count -> the prior divided out (choice questions)
 
 
 class RunIdentity(BaseModel):
@@ -222,6 +231,7 @@ class RunIdentity(BaseModel):
     order_debias: bool
     calibration: CalibrationInForce
     order_debias_mode: DebiasMode | None = None
+    order_debias_tolerance: float | None = None  # adaptive mode: the most a reported probability may differ
     policy: str | None = None  # version of the threshold policy the answers' x_action come from
 
 

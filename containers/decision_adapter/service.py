@@ -28,7 +28,7 @@ from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
 from .model_files import find_gguf, verify_model
 from .policy import Policy
-from .prompting import Tokenize, debias_mode_served, make_scheme
+from .prompting import Tokenize, debias_mode_served, debias_tolerance_served, make_scheme
 from .runtime import LlamaRuntime
 from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
 from .settings import AdapterSettings, RuntimeSettings
@@ -105,8 +105,9 @@ class ModelService:
         gguf = ModelMetadata.read(meta)
         decision = read_decision_metadata(meta)  # refuse an unservable decision scheme before loading the weights
         served_mode = debias_mode_served(decision, settings)
+        served_tolerance = debias_tolerance_served(decision, settings)
         if policy is not None:
-            policy.check_debias(served_mode)
+            policy.check_debias(served_mode, served_tolerance)
         contexts = settings.max_concurrency + settings.chat_contexts
         kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=contexts)
         llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(contexts)]
@@ -146,6 +147,7 @@ class ModelService:
             gpu_layers=runtime_settings.n_gpu_layers,
             order_debias=scheme.order_debias,
             order_debias_mode=served_mode,
+            order_debias_tolerance=served_tolerance,
             calibration=calibration.describe(),
             scheme=scheme.name,
             policy=policy.version if policy is not None else None,

@@ -79,14 +79,23 @@ class AdapterSettings(BaseSettings):
     order_debias: DebiasMode = Field(
         "reverse",
         description="Option orders each question is read in: off (the given one), reverse (also true: the given and "
-        "the reversed), rotations (every cyclic rotation, so each option sits in each slot once).",
+        "the reversed), rotations (every cyclic rotation, so each option sits in each slot once), adaptive (the "
+        "rotations one by one, stopping once those unread can neither change the pick nor move a reported "
+        "probability by more than DECISION_ADAPTIVE_TOLERANCE).",
+    )
+    adaptive_tolerance: float = Field(
+        0.34,
+        gt=0.0,
+        le=1.0,
+        description="With adaptive, the most any reported probability (temperature applied) may differ from reading "
+        "every rotation; the pick never differs. At 1/3 a question of 3 or 6 options may stop after 2 or 4 orders.",
     )
     rotation_max_options: int = Field(
         8,
         ge=2,
         le=26,
-        description="With rotations, questions of at most this many options are read in every rotation (one suffix "
-        "per option); longer ones in the given and the reversed order.",
+        description="With rotations or adaptive, questions of at most this many options are read in every rotation "
+        "(one suffix per option); longer ones in the given and the reversed order.",
     )
     debias_max_options: int = Field(
         26,

@@ -5,7 +5,8 @@
   wanted to write something else is not choosing among the options.
 - Out of scope: the probability of an added "none of these" option, split from the declared options'
   distribution so that the declared options still sum to 1 among themselves.
-- Orders: which option orders a question is read under for each order-debiasing mode.
+- Orders: which option orders a question is read under for each order-debiasing mode, and what each is
+  called in an answer's `x_orders_read`. The adaptive mode's stopping rule is in adaptive.py.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 Vector = npt.NDArray[np.float64]
-DebiasMode = Literal["off", "reverse", "rotations"]
-DEBIAS_MODES: tuple[DebiasMode, ...] = ("off", "reverse", "rotations")
+DebiasMode = Literal["off", "reverse", "rotations", "adaptive"]
+DEBIAS_MODES: tuple[DebiasMode, ...] = ("off", "reverse", "rotations", "adaptive")
 _DEBIAS_ALIASES: dict[str, DebiasMode] = {
     "true": "reverse",  # what `true` always meant: the given and the reversed order
     "1": "reverse",
@@ -31,7 +32,7 @@ _DEBIAS_ALIASES: dict[str, DebiasMode] = {
 
 
 def debias_mode(raw: str | bool) -> DebiasMode:
-    """DECISION_ORDER_DEBIAS as a mode: off, reverse (also true), rotations. ValueError names the choices."""
+    """DECISION_ORDER_DEBIAS as a mode: off, reverse (also true), rotations, adaptive. ValueError names the choices."""
     if isinstance(raw, bool):
         return "reverse" if raw else "off"
     low = raw.strip().lower()
@@ -46,14 +47,47 @@ def option_orders(n: int, mode: DebiasMode, *, debias_max_options: int, rotation
     """The orders a question of n options is read under (order[slot] = option index), the given one first.
 
     rotations: all n cyclic rotations, so every option sits in every slot once and the answer is exactly
-    invariant to rotating the options; above `rotation_max_options` it falls back to reverse. reverse: the
-    given and the reversed order, up to `debias_max_options`."""
+    invariant to rotating the options; above `rotation_max_options` it falls back to reverse. adaptive: the
+    same rotations in `rotation_sequence`'s order (the engine may stop before the last). reverse: the given
+    and the reversed order, up to `debias_max_options`."""
     given = list(range(n))
-    if mode == "rotations" and n <= rotation_max_options:
-        return [given[r:] + given[:r] for r in range(n)]
+    if mode in ("rotations", "adaptive") and n <= rotation_max_options:
+        offsets = rotation_sequence(n) if mode == "adaptive" else list(range(n))
+        return [given[r:] + given[:r] for r in offsets]
     if mode != "off" and n <= debias_max_options and n > 1:
         return [given, given[::-1]]
     return [given]
+
+
+def rotation_sequence(n: int) -> list[int]:
+    """The rotations (slot 0 shows option r) in the order adaptive mode reads them: r = floor(n * v) for the
+    van der Corput points v = 0, 1/2, 1/4, 3/4, 1/8, ... (repeats skipped), so each next rotation falls in
+    the widest gap round the cycle and the first few put every option in slots spread over the list:
+    n=6 reads 0, 3, 1, 4, 2, 5."""
+    read: list[int] = []
+    bits = max(1, (n - 1).bit_length())
+    for k in range(1 << bits):  # 2**bits >= n points: every rotation is hit
+        v = int(format(k, f"0{bits}b")[::-1], 2) / (1 << bits)
+        r = int(n * v)
+        if r not in read:
+            read.append(r)
+    return read
+
+
+def order_name(order: list[int], declared: int) -> str | None:
+    """How `x_orders_read` names an order of `declared` options (an added out-of-scope option stays last):
+    "given", "reversed", "rotation:r" (slot 0 shows option r); None for a reading of only some options."""
+    shown = order[:declared]
+    if sorted(shown) != list(range(declared)):
+        return None
+    if shown == list(range(declared)):
+        return "given"
+    if shown == list(range(declared))[::-1]:
+        return "reversed"
+    r = shown[0]
+    if shown == [(slot + r) % declared for slot in range(declared)]:
+        return f"rotation:{r}"
+    return None
 
 
 def log_softmax(x: Vector) -> Vector:

@@ -105,6 +105,7 @@ def from_results(results: Mapping[str, Any], manifest: Manifest, *, created: dat
         min_label_mass=previous.min_label_mass if previous else None,
         out_of_scope_at_or_above=previous.out_of_scope_at_or_above if previous else None,
         order_debias_mode=identity.get("order_debias_mode"),
+        order_debias_tolerance=identity.get("order_debias_tolerance"),
     )
 
 

@@ -13,13 +13,27 @@ from .base import Option, PassSpec, PromptScheme, Tokenize, options_of
 from .generic import GenericScheme, build_template
 from .gguf import declared_scheme
 
-__all__ = ["Option", "PassSpec", "PromptScheme", "Tokenize", "debias_mode_served", "make_scheme", "options_of"]
+__all__ = [
+    "Option",
+    "PassSpec",
+    "PromptScheme",
+    "Tokenize",
+    "debias_mode_served",
+    "debias_tolerance_served",
+    "make_scheme",
+    "options_of",
+]
 
 
 def debias_mode_served(decision: DecisionMetadata | None, settings: AdapterSettings) -> DebiasMode | None:
     """The order-debiasing mode of the scheme `make_scheme` picks, known before the weights load: the
     generic scheme's setting; none for a scheme the GGUF declares (it reads its own passes)."""
     return None if decision is not None else settings.order_debias
+
+
+def debias_tolerance_served(decision: DecisionMetadata | None, settings: AdapterSettings) -> float | None:
+    """The adaptive mode's tolerance where the scheme `make_scheme` picks reads adaptively; else None."""
+    return settings.adaptive_tolerance if debias_mode_served(decision, settings) == "adaptive" else None
 
 
 def make_scheme(
@@ -48,4 +62,5 @@ def make_scheme(
         debias_mode=settings.order_debias,
         debias_max_options=settings.debias_max_options,
         rotation_max_options=settings.rotation_max_options,
+        adaptive_tolerance=settings.adaptive_tolerance,
     )

@@ -128,6 +128,8 @@ class PromptScheme(Protocol):
     add_bos: bool
     supports_out_of_scope: bool  # can offer OUT_OF_SCOPE after the declared options (its own prompt allows it)
 
+    adaptive_tolerance: float | None  # adaptive rotations: stop reading within this tolerance (adaptive.py); else None
+
     @property
     def order_debias(self) -> bool:
         """Whether questions are read in more than one option order (run identity says)."""

@@ -6,9 +6,14 @@ into the header (system turn and the start of the user turn), the state, and the
 ends where the assistant's first token would be. The question id is never shown to the model, and one
 question's suffix never mentions another question. Labels are A-Z, then two-letter codes.
 
-Orders (DECISION_ORDER_DEBIAS): the given one (off), the given and the reversed (reverse), or every
-cyclic rotation (rotations), so each option is read in each slot once. An out-of-scope question's
-added option stays in the last slot in every order: the declared options move around it.
+Orders (DECISION_ORDER_DEBIAS): the given one (off), the given and the reversed (reverse), every
+cyclic rotation (rotations), so each option is read in each slot once, or those rotations read one by
+one until the rest cannot change the answer beyond a tolerance (adaptive, see adaptive.py). An
+out-of-scope question's added option stays in the last slot in every order: the declared options move
+around it. off and reverse combine orders by the mean of log-probabilities (a product of experts);
+rotations and adaptive by the mean of probabilities, because only an average of distributions bounds
+what the unread orders can still do (a log-probability has no lower bound), and the two modes must give
+the same answer where adaptive reads every rotation.
 """
 
 from __future__ import annotations
@@ -141,10 +146,12 @@ class GenericScheme:
         debias_mode: DebiasMode,
         debias_max_options: int,
         rotation_max_options: int,
+        adaptive_tolerance: float | None = None,
     ) -> None:
         self.template = template
         self.debias_mode: DebiasMode = debias_mode
         self.order_debias = debias_mode != "off"
+        self.adaptive_tolerance = adaptive_tolerance if debias_mode == "adaptive" else None
         self.debias_max_options = debias_max_options
         self.rotation_max_options = rotation_max_options
         self.name = f"{TEMPLATE_VERSION}/{template.source}"
@@ -176,4 +183,4 @@ class GenericScheme:
         return specs
 
     def combine(self, logprobs: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
-        return combine_passes(logprobs, "logmean")
+        return combine_passes(logprobs, "mean" if self.debias_mode in ("rotations", "adaptive") else "logmean")

@@ -63,6 +63,7 @@ class _SystemOneScheme:
     kind: ClassVar[str]
     order_debias: ClassVar[bool]
     label_sep = ""
+    adaptive_tolerance: float | None = None  # the GGUF's own passes are all read
     supports_out_of_scope = False  # the GGUF's own template and labels: no option is added to them
 
     def __init__(self, template: SystemOneTemplate, temperatures: Temperatures, *, single_labels: int) -> None:
