@@ -27,13 +27,13 @@ from constructs import Construct
 
 from stacks.autoscaling import SERVICE_LINKED_ROLE
 from stacks.bulk_config import AsyncEndpoint
-from stacks.config import CpuEndpoint, GpuEndpoint, has_local_nvme
 from stacks.endpoint import (
     acknowledge_unscoped_actions,
     decision_model,
     endpoint_log_group,
     logs_and_metrics_statements,
 )
+from stacks.endpoint_config import CpuEndpoint, GpuEndpoint, has_local_nvme
 from stacks.nag import acknowledge, object_finding
 
 INPUT_PREFIX = "async/input/"

@@ -7,8 +7,8 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from stacks.config import Autoscaling
 from stacks.endpoint import ServingEndpoint
+from stacks.endpoint_config import Autoscaling
 
 SERVICE_LINKED_ROLE = (
     "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo
 
+from stacks.endpoint_config import is_gpu_instance
+
 # Keys in cdk.json; `async` is a Python keyword, so EnvironmentConfig holds it as async_inference.
 BULK_SECTIONS = ("batch", "async")
 # The adapter refuses bodies over DECISION_MAX_BODY_BYTES (6 MiB by default): a mini-batch must fit in it.
@@ -95,9 +97,6 @@ class _DecisionSection(BaseModel):
 def check_runs_on(section: BulkSection | None, info: ValidationInfo) -> BulkSection | None:
     """For EnvironmentConfig's field validators: the section named by `model` is enabled (declared earlier, so
     in `info.data`), of the same instance kind, and admits the requests the section sends at once."""
-    # config.py imports this module for its fields; its helpers are only read once both are loaded
-    from stacks.config import is_gpu_instance
-
     if section is None:
         return None
     endpoint = info.data.get(section.model)

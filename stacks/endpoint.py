@@ -23,7 +23,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from stacks.config import ChatEndpoint, CpuEndpoint, GpuEndpoint
+from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import deployment_config
 from stacks.nag import acknowledge
 

@@ -17,9 +17,10 @@ from constructs import Construct
 from stacks.async_inference import AsyncDecisionEndpoint
 from stacks.autoscaling import EndpointAutoscaling
 from stacks.batch_transform import BatchTransformJobs
-from stacks.config import IMAGE_FLAVOURS, ChatEndpoint, CpuEndpoint, EnvironmentConfig, GpuEndpoint
+from stacks.config import IMAGE_FLAVOURS, EnvironmentConfig
 from stacks.dlc_registry import console_domain
 from stacks.endpoint import ServingEndpoint
+from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.observability import EndpointAlarms, build_dashboard, log_retention

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from app import build_app
-from stacks.config import ConfigError, EnvironmentConfig, has_local_nvme, load_environment
+from stacks.config import ConfigError, EnvironmentConfig, load_environment
 from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS
+from stacks.endpoint_config import has_local_nvme
 from tests.cdk_support import cdk_context
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from stacks.config import Autoscaling, ConfigError, CpuEndpoint, GpuEndpoint, load_environment
+from stacks.config import ConfigError, load_environment
+from stacks.endpoint_config import Autoscaling, CpuEndpoint, GpuEndpoint
 from tests.cdk_support import VARIANTS, Synthesized, cdk_context, synthesize
 
 # The CloudFormation value, spelt out: the SageMaker guide's name for the high-resolution (10 s) variant metric.
