@@ -41,7 +41,7 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stacks.config import BOOTSTRAP_QUALIFIER, ConfigError
 from stacks.isolation import check_isolation, qualifier_of
@@ -88,18 +88,36 @@ class GitHubDeploy(BaseModel):
     create_oidc_provider: bool = Field(
         description="Create the account's GitHub OIDC provider (false: one exists; an account holds one per URL)."
     )
+    owner_id: int | None = Field(
+        default=None,
+        ge=1,
+        description="Numeric id of the owner, for repositories that issue immutable subjects (repo:OWNER@ID/REPO@ID).",
+    )
+    repository_id: int | None = Field(default=None, ge=1, description="Numeric id of the repository, with owner_id.")
     targets: tuple[DeployTarget, ...] = Field(min_length=1, description="The environments of cdk.json.")
+
+    @model_validator(mode="after")
+    def _ids_together(self) -> GitHubDeploy:
+        if (self.owner_id is None) != (self.repository_id is None):
+            raise ValueError("owner_id and repository_id: set both (an immutable subject names both ids) or neither")
+        return self
+
+    @property
+    def _repo(self) -> str:
+        """The subject's repository part: name-only, or the immutable form GitHub issues for newer repositories."""
+        if self.owner_id is not None and self.repository_id is not None:
+            return f"repo:{self.owner}@{self.owner_id}/{self.repository}@{self.repository_id}"
+        return f"repo:{self.owner}/{self.repository}"
 
     def subject(self, environment: str) -> str:
         """The one OIDC `sub` claim `environment`'s role trusts (the module docstring says why)."""
-        repo = f"repo:{self.owner}/{self.repository}"
         if environment == BRANCH_ENVIRONMENT:
-            return f"{repo}:ref:refs/heads/{DEPLOY_BRANCH}"
-        return f"{repo}:environment:{environment}"
+            return f"{self._repo}:ref:refs/heads/{DEPLOY_BRANCH}"
+        return f"{self._repo}:environment:{environment}"
 
     def diff_subject(self, environment: str) -> str:
         """The `sub` claim of the job that diffs `environment` before its approval."""
-        return f"repo:{self.owner}/{self.repository}:environment:{diff_environment(environment)}"
+        return f"{self._repo}:environment:{diff_environment(environment)}"
 
     def trust(self, subject: str) -> dict[str, str]:
         """Every claim a role requires (StringEquals): audience, subject, the ref and the workflow on that ref."""
@@ -170,7 +188,8 @@ def load_github(github: object, environments: object) -> GitHubDeploy | None:
 def _describe(loc: tuple[int | str, ...], message: str, targets: list[dict[str, Any]]) -> str:
     if loc[:1] == ("targets",) and len(loc) >= 3 and isinstance(loc[1], int):
         return f"environments.{targets[loc[1]]['environment']}.{loc[2]}: {message} (read for the github roles)"
-    return f"github.{'.'.join(str(p) for p in loc)}: {message}"
+    where = ".".join(str(p) for p in loc)
+    return f"github.{where}: {message}" if where else f"github: {message.removeprefix('Value error, ')}"
 
 
 class GitHubDeployStack(cdk.Stack):

@@ -253,3 +253,15 @@ def test_same_account_environments_assume_only_their_own_qualifiers_roles() -> N
             for r in _as_list(s["Resource"])
         ]
         assert resources and all(f":role/cdk-{qualifier}-" in r for r in resources), name
+
+
+def test_immutable_subjects_name_the_owner_and_repository_ids() -> None:
+    """Repositories created from 15 July 2026 on issue repo:OWNER@ID/REPO@ID subjects (configure-aws-credentials)."""
+    config = load_github(_context(owner_id=123456, repository_id=789012)["github"], cdk_context()["environments"])
+    assert config is not None
+    prefix = f"repo:{OWNER}@123456/{REPO}@789012"
+    assert config.subject("dev") == f"{prefix}:ref:refs/heads/main"
+    assert config.subject("prod") == f"{prefix}:environment:prod"
+    assert config.diff_subject("prod") == f"{prefix}:environment:prod-diff"
+    with pytest.raises(ConfigError, match="set both"):
+        load_github(_context(owner_id=123456)["github"], cdk_context()["environments"])
