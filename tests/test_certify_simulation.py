@@ -153,3 +153,25 @@ def test_the_vectorized_point_rule_is_todays_recommend() -> None:
             ]
             expected = metrics.recommend(preds, 0.95)["automate_at_or_above"]
             assert (metrics.THRESHOLD_GRID[index[s]] if index[s] >= 0 else None) == expected
+
+
+def test_the_binomial_tail_and_bound_are_exact() -> None:
+    """The pieces the certificate is made of, against exact rational arithmetic."""
+    from fractions import Fraction
+
+    for k, n, p in [(0, 59, 0.05), (3, 40, 0.05), (12, 17, 0.9), (150, 5000, 0.02)]:
+        q = Fraction(p)
+        exact = sum(math.comb(n, i) * q**i * (1 - q) ** (n - i) for i in range(k + 1))
+        assert float(certify.binomial_cdf(k, n, p)) == pytest.approx(float(exact), rel=1e-9, abs=1e-300)
+    bound = certify.upper_bound(2, 100, 0.0025)
+    assert float(certify.binomial_cdf(2, 100, bound)) == pytest.approx(0.0025, rel=1e-6)
+    assert certify.upper_bound(0, 0, 0.05) == 1.0 and certify.upper_bound(5, 5, 0.05) == 1.0
+    assert certify.cases_needed(0.0, 0.05, 0.05) == 59  # 0.95^59 <= 0.05 < 0.95^58
+    assert certify.cases_needed(0.0, 0.05, 0.05 / len(certify.GRID)) == 117
+    assert certify.cases_needed(0.06, 0.05, 0.05) is None
+
+
+def test_the_fallback_procedure_carries_a_certified_level_to_the_next_threshold() -> None:
+    rejected, levels = certify.fallback(np.array([[0.0, 0.015, 1.0, 0.011]]), 0.04)
+    assert levels[0].tolist() == pytest.approx([0.01, 0.02, 0.03, 0.01])
+    assert rejected.tolist() == [[True, True, False, False]]
