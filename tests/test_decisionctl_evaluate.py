@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import read_manifest
+from decision_adapter.manifest import Calibration, SlotPrior, read_manifest, write_manifest
 from decisionctl import calibration, cli
 from decisionctl.cases import Prediction
 
@@ -204,6 +204,14 @@ def test_fit_calibration_reports_heldout_ece_and_the_adapter_applies_what_it_wro
     evaluated, proxy: CountingProxy, model_copy: Path, tmp_path: Path, capsys
 ) -> None:
     manifest_path = model_copy / "manifest.json"
+    # A uniform slot prior (it changes no answer) in the manifest: the fit must keep it beside its temperatures.
+    template = json.loads((evaluated["out"] / "identity.json").read_text())["prompt_template"]
+    prior = SlotPrior(
+        model_sha256=MODEL_SHA256, prompt_template=template, slots={str(n): [1 / n] * n for n in range(2, 7)}
+    )
+    write_manifest(
+        read_manifest(manifest_path).model_copy(update={"calibration": Calibration(slot_prior=prior)}), manifest_path
+    )
     original = manifest_path.read_bytes()
     before_count = proxy.count()
     code = cli.main(
@@ -236,6 +244,7 @@ def test_fit_calibration_reports_heldout_ece_and_the_adapter_applies_what_it_wro
     assert "calibration lowered it" in printed.out and manifest_path.read_bytes() != original
     written = read_manifest(manifest_path)
     assert written.sha256 == MODEL_SHA256 and written.calibration is not None
+    assert written.calibration.slot_prior == prior
     for qtype, entry in fit["per_type"].items():
         assert written.calibration.for_type(qtype) == pytest.approx(entry["temperature"], rel=1e-5)
     # An adapter started on the rewritten manifest serves p' proportional to p ** (T0 / T), as the fit assumed.

@@ -39,6 +39,7 @@ IDENTITY_FIELDS = (
     "prompt_template",
     "order_debias",
     "order_debias_mode",
+    "order_debias_tolerance",
     "calibration",
     "policy",
 )

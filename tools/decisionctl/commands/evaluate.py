@@ -212,6 +212,9 @@ def _fit(args: argparse.Namespace, scored: evaluate_mod.Run, results: dict[str, 
     if not fitted["improved"]:
         say(f"{manifest_path} was not changed, because the fitted temperatures did not lower the held-out ECE")
         return 0
+    if manifest.calibration is not None and manifest.calibration.slot_prior is not None:
+        # the temperatures were fitted on answers the prior had already been divided out of: keep it with them
+        calibration = calibration.model_copy(update={"slot_prior": manifest.calibration.slot_prior})
     write_manifest(manifest.model_copy(update={"calibration": calibration}), manifest_path)
     say(
         f"wrote the temperatures into {manifest_path}; restart the adapter (or re-run package-model and "
