@@ -17,7 +17,15 @@ from .engine import DecisionOutcome
 from .errors import ModelNotServed
 from .events import requests_log
 from .policy import ACTION_COUNT_FIELDS
-from .schemas import ChatCompletionRequest, ChoiceAnswer, DecisionRequest, DecisionResponse, NoulAnswer, RunRecord
+from .schemas import (
+    ChatCompletionRequest,
+    ChoiceAnswer,
+    DecisionRequest,
+    DecisionResponse,
+    NoulAnswer,
+    RunRecord,
+    ScoreAnswer,
+)
 from .service import ModelService
 
 IDENTITY_LOGGED = (
@@ -119,9 +127,37 @@ def _log_decision(
         line["policy"] = s.policy.version
         for action, field in ACTION_COUNT_FIELDS.items():
             line[field] = sum(1 for a in response.answers.values() if a.x_action == action)
+        line.update(shift_counts(response))
     if s.settings.log_text:
         line["state"] = body.state
     requests_log.info(json.dumps(line, ensure_ascii=False, default=str))
+
+
+def picked_index(answer: NoulAnswer | ChoiceAnswer | ScoreAnswer) -> int:
+    """The option an answer picks, by its place among the declared options (noul: 0 yes, 1 no)."""
+    if isinstance(answer, NoulAnswer):
+        return 0 if answer.noul >= 0.5 else 1
+    if isinstance(answer, ChoiceAnswer):
+        return list(answer.probabilities).index(answer.choice)
+    probs = list(answer.probabilities.values())
+    return probs.index(max(probs))
+
+
+def shift_counts(response: DecisionResponse) -> dict[str, Any]:
+    """What the decision-shift metric filters sum (stacks/decision_shift.py): picks per question and option as
+    `picked.q<x_options_sha256>_<option index>`, and the label mass over the answers that report one. No text."""
+    picked: dict[str, int] = {}
+    masses = []
+    for answer in response.answers.values():
+        if answer.x_options_sha256 is not None:
+            key = f"q{answer.x_options_sha256}_{picked_index(answer)}"
+            picked[key] = picked.get(key, 0) + 1
+        if answer.x_label_mass is not None:
+            masses.append(answer.x_label_mass)
+    out: dict[str, Any] = {"picked": picked}
+    if masses:
+        out["label_mass_sum"], out["label_mass_answers"] = round(sum(masses), 4), len(masses)
+    return out
 
 
 async def chat(s: ModelService, body: ChatCompletionRequest) -> Response:

@@ -7,7 +7,9 @@ measured on the model and the calibration it serves, and gives every answer an a
 A policy holds bands per question (keyed by the answer's `x_options_sha256`, the hash of the question's type,
 instructions and options) and per type, the fallback for questions the cases never asked. Since
 decision-policy/2 every band carries its certificate: the labeled cases, errors, bound, E, C and method its
-automate threshold was certified with (docs/measure.md); decision-policy/1 policies are still served.
+automate threshold was certified with (docs/measure.md); decision-policy/1 policies are still served. A policy
+may also record its certified mix (the action shares and option mix on those cases), which the stack's
+decision-shift alarms compare live traffic with.
 
 The value a threshold applies to is the one `evaluate` measures its coverage table on: the
 probability of the option the answer picks (noul: max(p, 1 - p), yes when p >= 0.5; choice and
@@ -109,6 +111,43 @@ class Provenance(BaseModel):
     created: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="UTC date; not part of the version.")
 
 
+class OptionMix(BaseModel):
+    """How often each option of one question was picked on the labeled cases a policy was certified on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: QuestionType
+    cases: int = Field(ge=1)
+    options: list[str] = Field(
+        min_length=2, description="The question's options in declared order (noul: yes, no)."
+    )
+    shares: list[float] = Field(description="Share of the cases that picked each option, in the same order.")
+
+    @model_validator(mode="after")
+    def _one_share_per_option(self) -> OptionMix:
+        if len(self.shares) != len(self.options) or any(not 0.0 <= s <= 1.0 for s in self.shares):
+            raise ValueError("shares must give one share in [0, 1] per option")
+        return self
+
+
+class CertifiedMix(BaseModel):
+    """What the policy did on the cases it was certified on: the share of answers each action took (its bands on
+    the cases' confidences) and each question's option mix. The stack alarms when live traffic leaves a band
+    around these (stacks/decision_shift.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cases: int = Field(ge=1)
+    actions: dict[Action, float] = Field(description="automate, review, abstain: shares of the cases, summing to 1.")
+    questions: dict[str, OptionMix] = Field(default_factory=dict, description="Per x_options_sha256.")
+
+    @model_validator(mode="after")
+    def _shares_of_the_cases(self) -> CertifiedMix:
+        if set(self.actions) != set(ACTIONS) or abs(sum(self.actions.values()) - 1.0) > 1e-6:
+            raise ValueError(f"actions must give a share to each of {list(ACTIONS)}, summing to 1")
+        return self
+
+
 class Policy(BaseModel):
     """The `policy` block of manifest.json. `version` is a hash of the rest (the date left out), so a policy
     re-measured to the same thresholds on the same cases keeps its version and an edited one is noticed."""
@@ -137,6 +176,9 @@ class Policy(BaseModel):
         None, gt=0.0, le=1.0, description="Abstain at this out-of-scope probability; None: when it is the top option."
     )
     provenance: Provenance
+    certified_mix: CertifiedMix | None = Field(
+        None, description="The action shares and option mix on the certifying cases; None: not recorded."
+    )
 
     @model_validator(mode="after")
     def _sealed(self) -> Policy:
@@ -219,7 +261,7 @@ def canonical_sha256(value: Any) -> str:
 def content_version(block: Mapping[str, Any]) -> str:
     """A policy block's version: the hash of everything but the version and the creation date."""
     content = {k: v for k, v in block.items() if k != "version"}
-    for key in ("order_debias_mode", "order_debias_tolerance"):
+    for key in ("order_debias_mode", "order_debias_tolerance", "certified_mix"):
         if content.get(key) is None:  # policies sealed before the field existed keep their version
             content.pop(key, None)
     for group in ("types", "questions"):  # decision-policy/1 bands have no certificate: their hash keeps
@@ -247,6 +289,7 @@ def seal(
     order_debias_mode: str | None = None,
     order_debias_tolerance: float | None = None,
     schema: PolicySchema = POLICY_SCHEMA,
+    certified_mix: CertifiedMix | None = None,
 ) -> Policy:
     """A policy with its version computed from its content."""
     block: dict[str, Any] = {
@@ -260,6 +303,7 @@ def seal(
         "min_label_mass": min_label_mass,
         "out_of_scope_at_or_above": out_of_scope_at_or_above,
         "provenance": provenance.model_dump(mode="json"),
+        "certified_mix": certified_mix.model_dump(mode="json") if certified_mix is not None else None,
     }
     return Policy.model_validate({**block, "version": content_version(block)})
 

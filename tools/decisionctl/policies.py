@@ -15,7 +15,18 @@ from datetime import date
 from typing import Any
 
 from decision_adapter.manifest import Manifest
-from decision_adapter.policy import ACTIONS, Band, Certificate, Policy, Provenance, QuestionBand, seal, verdict
+from decision_adapter.policy import (
+    ACTIONS,
+    Band,
+    Certificate,
+    CertifiedMix,
+    OptionMix,
+    Policy,
+    Provenance,
+    QuestionBand,
+    seal,
+    verdict,
+)
 
 from decisionctl import metrics
 from decisionctl.cases import Prediction
@@ -75,9 +86,45 @@ def band_of(entry: Mapping[str, Any], certification: Mapping[str, Any]) -> Band:
     )
 
 
-def from_results(results: Mapping[str, Any], manifest: Manifest, *, created: date) -> Policy:
+def certified_mix(results: Mapping[str, Any], keys: Mapping[str, str] | None) -> CertifiedMix | None:
+    """What the certified bands did on the cases: each action's share (from the question bands where the cases
+    name their questions, else the type bands) and, per question (`keys`: case id -> x_options_sha256), the
+    share of its cases that picked each option. None without scored cases."""
+    certification = results["certification"]
+    bands = list(certification["questions"].values()) or list(certification["types"].values())
+    cases = sum(b["cases"] for b in bands)
+    if not cases:
+        return None
+    automated = sum(b["automate"]["cases"] for b in bands if b["automate"])
+    reviewed = sum(b["review"]["cases"] for b in bands if b["review"])
+    actions = {
+        "automate": automated / cases,
+        "review": reviewed / cases,
+        "abstain": (cases - automated - reviewed) / cases,
+    }
+    picks: dict[str, list[Mapping[str, Any]]] = {}
+    for p in results.get("predictions", []):
+        key = keys.get(p["id"]) if keys else None
+        if key is not None:
+            picks.setdefault(key, []).append(p)
+    questions = {
+        key: OptionMix(
+            type=ps[0]["type"],
+            cases=len(ps),
+            options=list(ps[0]["options"]),
+            shares=[sum(1 for p in ps if p["predicted_index"] == i) / len(ps) for i in range(len(ps[0]["options"]))],
+        )
+        for key, ps in sorted(picks.items())
+    }
+    return CertifiedMix(cases=cases, actions=actions, questions=questions)
+
+
+def from_results(
+    results: Mapping[str, Any], manifest: Manifest, *, created: date, keys: Mapping[str, str] | None = None
+) -> Policy:
     """The policy block for `results` (evaluate's results.json), bound to `manifest`'s model and calibration:
-    its certified bands, per question and per type (the fallback for questions the cases never asked)."""
+    its certified bands, per question and per type (the fallback for questions the cases never asked), and
+    the mix they gave on the cases (`keys`: each case's x_options_sha256, for the option mix per question)."""
     check_run_served(results.get("identity"), manifest)
     certification = results["certification"]
     types = {t: band_of(entry, certification) for t, entry in certification["types"].items()}
@@ -106,6 +153,7 @@ def from_results(results: Mapping[str, Any], manifest: Manifest, *, created: dat
         out_of_scope_at_or_above=previous.out_of_scope_at_or_above if previous else None,
         order_debias_mode=identity.get("order_debias_mode"),
         order_debias_tolerance=identity.get("order_debias_tolerance"),
+        certified_mix=certified_mix(results, keys),
     )
 
 

@@ -231,7 +231,7 @@ def _write_policy(
         return EXIT_FAILED
     manifest = read_manifest(manifest_path)
     try:
-        policy = policies.from_results(results, manifest, created=datetime.now(UTC).date())
+        policy = policies.from_results(results, manifest, created=datetime.now(UTC).date(), keys=keys)
     except policies.PolicyRefused as exc:
         say(f"{manifest_path} was not changed: {exc}")
         return EXIT_FAILED
