@@ -18,9 +18,11 @@ from aws_cdk import aws_logs as logs
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from stacks.bulk_config import BULK_SECTIONS, AsyncEndpoint, BatchTransform, check_runs_on
+from stacks.data_capture import DataCapture
+from stacks.decision_shift import DecisionShift, rollback_alarm_count
 from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint, _Frozen
-from stacks.guardrails import Deployment
+from stacks.guardrails import MAX_ROLLBACK_ALARMS, Deployment
 
 DEFAULT_ENVIRONMENT = "dev"
 BOOTSTRAP_QUALIFIER = (
@@ -189,6 +191,9 @@ class EnvironmentConfig(_Frozen):
     batch: BatchTransform | None = None
     async_inference: AsyncEndpoint | None = Field(default=None, alias="async")
     alarms: Alarms
+    # The production loop (docs/deploy.md): answers captured to S3, decision-shift alarms; off when absent.
+    data_capture: DataCapture | None = None
+    decision_shift: DecisionShift | None = None
     tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("log_retention_days")
@@ -230,6 +235,24 @@ class EnvironmentConfig(_Frozen):
                 raise ValueError(
                     f"{section}.deployment bakes {deployment.bake_seconds} s, less than the {window} s "
                     "(period_seconds x evaluation_periods) an alarm needs to fire: nothing would roll back"
+                )
+        return value
+
+    @field_validator("decision_shift")
+    @classmethod
+    def _rollback_alarms_fit(cls, value: DecisionShift | None, info: ValidationInfo) -> DecisionShift | None:
+        # SageMaker watches at most ten rollback alarms per endpoint (AutoRollbackConfiguration.Alarms).
+        for section in ("cpu", "gpu"):
+            settings = info.data.get(section)
+            if value is None or not isinstance(settings, CpuEndpoint | GpuEndpoint):
+                continue
+            count = rollback_alarm_count(settings.instance_types, value)
+            if settings.deployment.rollback_on_alarms and count > MAX_ROLLBACK_ALARMS:
+                raise ValueError(
+                    f"{section} would have {count} rollback alarms (5xx, a latency alarm per pool type, runtime "
+                    f"failures and {value.alarm_count} decision-shift alarms), SageMaker watches at most "
+                    f"{MAX_ROLLBACK_ALARMS}: shorten {section}.fallback_instance_types, or drop min_mean_label_mass "
+                    "or routing_questions"
                 )
         return value
 
@@ -278,6 +301,7 @@ class EnvironmentConfig(_Frozen):
 
 
 _ENDPOINT_SECTIONS = ("cpu", "gpu", "chat")
+LOOP_SECTIONS = ("data_capture", "decision_shift")
 
 
 def load_environment(environments: object, name: str) -> EnvironmentConfig:
@@ -295,7 +319,7 @@ def load_environment(environments: object, name: str) -> EnvironmentConfig:
     data: dict[str, Any] = {**raw, "name": name}
     for section in _ENDPOINT_SECTIONS:
         data[section] = _enabled_section(raw.get(section), f"environments.{name}.{section}")
-    for section in BULK_SECTIONS:  # off when absent
+    for section in (*BULK_SECTIONS, *LOOP_SECTIONS):  # off when absent
         data[section] = _enabled_section(raw[section], f"environments.{name}.{section}") if section in raw else None
     if all(data[section] is None for section in _ENDPOINT_SECTIONS):
         raise ConfigError(f"environments.{name}: no endpoint is enabled; set enabled to true in one of cpu, gpu, chat")

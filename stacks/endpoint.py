@@ -26,6 +26,7 @@ from constructs import Construct
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import deployment_config
 from stacks.nag import acknowledge
+from stacks.shadow import ShadowCandidate, ShadowModel, shadow_variant
 
 VARIANT_NAME = "AllTraffic"
 EndpointSettings = CpuEndpoint | GpuEndpoint | ChatEndpoint
@@ -84,13 +85,19 @@ def acknowledge_unscoped_actions(role: iam.Role) -> None:
 
 
 def decision_model(
-    scope: Construct, role: iam.Role, *, image: str, model_data_url: str, environment: Mapping[str, str]
+    scope: Construct,
+    role: iam.Role,
+    *,
+    image: str,
+    model_data_url: str,
+    environment: Mapping[str, str],
+    construct_id: str = "Model",
 ) -> sagemaker.CfnModel:
     """The SageMaker model of the adapter image over the artifact, network-isolated, created after the role's
     policy: SageMaker uses the policy (added to by the stack's grants) as soon as the model exists."""
     model = sagemaker.CfnModel(
         scope,
-        "Model",
+        construct_id,
         execution_role_arn=role.role_arn,
         enable_network_isolation=True,
         primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
@@ -123,6 +130,8 @@ class ServingEndpoint(Construct):
         volume_key: kms.IKey,
         log_retention: logs.RetentionDays,
         removal_policy: cdk.RemovalPolicy,
+        data_capture: sagemaker.CfnEndpointConfig.DataCaptureConfigProperty | None = None,
+        shadow: ShadowModel | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.endpoint_name = endpoint_name
@@ -141,10 +150,24 @@ class ServingEndpoint(Construct):
         self.model = decision_model(
             self, self.role, image=image, model_data_url=model_data_url, environment=environment
         )
+        self.shadow_model: sagemaker.CfnModel | None = None
+        shadow_variants = None
+        if shadow is not None:
+            self.shadow_model = decision_model(
+                self,
+                self.role,
+                image=image,
+                model_data_url=shadow.model_data_url,
+                environment=shadow.environment,
+                construct_id="ShadowModel",
+            )
+            shadow_variants = [self._shadow_variant(shadow.candidate, model_download_timeout_seconds)]
         self.config = sagemaker.CfnEndpointConfig(
             self,
             "Config",
             production_variants=[self._variant(model_download_timeout_seconds)],
+            shadow_production_variants=shadow_variants,
+            data_capture_config=data_capture,
             # Instance types with local NVMe reject a volume key: their instance storage is always encrypted.
             kms_key_id=volume_key.key_arn if settings.encrypt_volume else None,
         )
@@ -174,6 +197,21 @@ class ServingEndpoint(Construct):
                     actions=["cloudwatch:DescribeAlarms"], resources=[alarm.alarm_arn for alarm in rollback_alarms]
                 )
             )
+
+    def _shadow_variant(
+        self, candidate: ShadowCandidate, download_timeout: int
+    ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        s, model = self.settings, self.shadow_model
+        assert model is not None
+        return shadow_variant(
+            candidate,
+            model_name=model.attr_model_name,
+            production_instance_type=s.instance_type,
+            startup_timeout=s.startup_health_check_timeout_seconds,
+            download_timeout=download_timeout,
+            provision_timeout=s.instance_provision_timeout_seconds,
+            inference_ami_version=getattr(s, "inference_ami_version", None),
+        )
 
     def _variant(self, download_timeout: int) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
         s = self.settings

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from stacks.gpu_build import check_cuda_coverage
 from stacks.guardrails import Deployment
+from stacks.shadow import ShadowCandidate, refuse_rolling
 
 # Families whose instances carry local NVMe instance storage. SageMaker rejects an endpoint config
 # with a KmsKeyId (volume encryption) for them: their storage is hardware-encrypted instead. Families
@@ -139,6 +140,24 @@ class _DecisionEndpoint(_Endpoint):
         ge=1, le=16, description="DECISION_MAX_CONCURRENCY: model contexts evaluating at once."
     )
     max_queue: int = Field(ge=0, le=10_000, description="DECISION_MAX_QUEUE: waiting requests before 429.")
+    shadow: ShadowCandidate | None = Field(
+        default=None, description="A candidate served as the endpoint's shadow variant (stacks/shadow.py)."
+    )
+
+    @field_validator("shadow")
+    @classmethod
+    def _shadow_supported(cls, value: ShadowCandidate | None, info: ValidationInfo) -> ShadowCandidate | None:
+        if value is None:
+            return value
+        deployment = info.data.get("deployment")
+        if isinstance(deployment, Deployment):
+            refuse_rolling(deployment.strategy)
+        gpu = issubclass(cls, GpuEndpoint)
+        if value.instance_type is not None:
+            _check_family(value.instance_type, gpu=gpu)
+            if gpu:
+                check_cuda_coverage((value.instance_type,))
+        return value
 
     @field_validator("max_queue")
     @classmethod

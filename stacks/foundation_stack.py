@@ -22,6 +22,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from stacks.config import EnvironmentConfig
+from stacks.data_capture import expire_captures
 from stacks.model_artifacts import ModelArtifacts
 from stacks.repository import ImageRepository
 
@@ -33,6 +34,8 @@ def alarm_topic_name(environment: str) -> str:
 def key_description(config: EnvironmentConfig) -> str:
     """What the key encrypts in this configuration, and nothing else."""
     uses = ["decision images (ECR)", "model artifacts (S3)"]
+    if config.data_capture is not None:
+        uses.append("captured answers (S3)")
     endpoints = [*config.decision_endpoints.values(), *([config.chat] if config.chat is not None else [])]
     if any(e.encrypt_volume for e in endpoints):
         uses.append("endpoint storage volumes (SageMaker)")
@@ -96,6 +99,8 @@ class FoundationStack(cdk.Stack):
             access_log_retention_days=config.log_retention_days,
             noncurrent_version_expiry_days=config.model.noncurrent_version_expiry_days,
         )
+        if config.data_capture is not None:
+            expire_captures(self.artifacts.bucket, config.data_capture)
         self.alarm_topic = self._alarm_topic(config)
 
         # Export what Serving may import under any configuration, so that switching endpoints off never

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -18,13 +19,16 @@ from stacks.async_inference import AsyncDecisionEndpoint
 from stacks.autoscaling import EndpointAutoscaling
 from stacks.batch_transform import BatchTransformJobs
 from stacks.config import IMAGE_FLAVOURS, EnvironmentConfig
+from stacks.data_capture import capture_config, grant_capture
+from stacks.decision_shift import DecisionShiftAlarms
 from stacks.dlc_registry import console_domain
 from stacks.endpoint import ServingEndpoint
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
-from stacks.observability import EndpointAlarms, build_dashboard, log_retention
+from stacks.observability import EndpointAlarms, build_dashboard, log_retention, overload_namespace
 from stacks.preflight import ModelPreflight
+from stacks.shadow import ShadowModel
 
 ALL_GPU_LAYERS = "999"
 
@@ -34,6 +38,7 @@ class DeployedEndpoint:
     endpoint: ServingEndpoint
     scaling: EndpointAutoscaling | None
     alarms: EndpointAlarms
+    decision_shift: DecisionShiftAlarms | None = None
 
 
 def decision_environment(
@@ -172,6 +177,11 @@ class ServingStack(cdk.Stack):
     ) -> ServingEndpoint:
         config, foundation = self.config, self.foundation
         label = section.capitalize()
+        decides = isinstance(settings, CpuEndpoint | GpuEndpoint)  # the chat endpoint's output is generated text
+        capture = config.data_capture if decides else None
+        shadow = None
+        if isinstance(settings, CpuEndpoint | GpuEndpoint) and settings.shadow is not None:
+            shadow = self._shadow_model(settings, env)
         endpoint = ServingEndpoint(
             self,
             f"{label}Endpoint",
@@ -184,12 +194,19 @@ class ServingStack(cdk.Stack):
             volume_key=foundation.key,
             log_retention=self.retention,
             removal_policy=config.cdk_removal_policy,
+            data_capture=capture_config(capture, bucket=foundation.artifacts.bucket, key=foundation.key)
+            if capture is not None
+            else None,
+            shadow=shadow,
         )
         endpoint.model.node.add_dependency(self.preflight.resource)
-        # Read exactly the model object, decrypting only through S3 and ECR.
-        endpoint.role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[foundation.artifacts.model_object_arn])
-        )
+        # Read exactly the model object (and a shadow candidate's), decrypting only through S3 and ECR.
+        objects = [foundation.artifacts.model_object_arn]
+        if shadow is not None:
+            objects.append(foundation.artifacts.bucket.arn_for_objects(shadow.candidate.s3_key))
+        endpoint.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=objects))
+        if capture is not None:
+            grant_capture(endpoint.role, capture, bucket=foundation.artifacts.bucket, key=foundation.key)
         endpoint.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["kms:Decrypt"],
@@ -215,10 +232,40 @@ class ServingStack(cdk.Stack):
             counts_overload=section != "chat",
             counts_actions=section != "chat",  # only the adapter writes decision lines
         )
-        endpoint.guard_updates(alarms.rollback_alarms)
-        self.endpoints[section] = DeployedEndpoint(endpoint, scaling, alarms)
+        rollback = alarms.rollback_alarms
+        shift = None
+        if decides and config.decision_shift is not None:
+            shift = DecisionShiftAlarms(
+                self,
+                f"{label}DecisionShift",
+                endpoint_name=name,
+                log_group=endpoint.log_group,
+                namespace=overload_namespace(name),
+                shift=config.decision_shift,
+                period=alarms.period,
+                evaluation_periods=alarms.evaluation_periods,
+                datapoints_to_alarm=alarms.datapoints_to_alarm,
+            )
+            for alarm in shift.rollback_alarms:
+                alarm.add_alarm_action(actions.SnsAction(self.alarm_topic))
+                alarm.add_ok_action(actions.SnsAction(self.alarm_topic))
+            rollback = [*rollback, *shift.rollback_alarms]
+        endpoint.guard_updates(rollback)
+        self.endpoints[section] = DeployedEndpoint(endpoint, scaling, alarms, shift)
         cdk.CfnOutput(self, f"{label}EndpointName", value=name)
         return endpoint
+
+    def _shadow_model(self, settings: CpuEndpoint | GpuEndpoint, env: dict[str, str]) -> ShadowModel:
+        """The candidate's artifact with the production settings; the adapter checks the candidate's GGUF."""
+        candidate = settings.shadow
+        assert candidate is not None
+        shadow_env = {
+            **env,
+            "DECISION_EXPECTED_MODEL_SHA256": candidate.sha256,
+            "DECISION_INSTANCE_TYPES": candidate.instance_type or settings.instance_type,
+        }
+        bucket = self.foundation.artifacts.bucket
+        return ShadowModel(candidate, f"s3://{bucket.bucket_name}/{candidate.s3_key}", shadow_env)
 
     def _bulk(self, images: dict[str, BuiltImage]) -> None:
         """Batch Transform on a decision endpoint's Model, and an asynchronous endpoint, where configured."""

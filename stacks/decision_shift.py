@@ -1,0 +1,301 @@
+"""Decision-shift metrics and alarms: the `decision_shift` section of cdk.json, and what it builds per endpoint.
+
+A policy records the mix it was certified with (`policy.certified_mix` in manifest.json: each action's share
+of the labeled cases and each question's option mix); `decision_shift.certified` is that block, copied into
+cdk.json with the policy's version. Metric filters on the endpoint's log group turn the adapter's `decision`
+lines into sums per policy version (the `Policy` dimension, from the line's `policy` field): answers per
+action, label mass and its answers, and the picks of each option of the routing questions named. A policy is
+bound to its model and calibration, so each version is one variant's decisions: a canary, or a shadow,
+serving a new model, calibration or policy writes under its own version, apart from the fleet it replaces.
+
+Alarms watch the configured version: any action share more than `action_band_points` percentage points from
+the certified one, any routing option's share more than `option_band_points` from its certified share, the
+mean label mass below `min_mean_label_mass`. A period with fewer than `min_answers` answers reads as inside
+the band. They join the endpoint's rollback alarms (M of N periods, as every alarm), so a canary whose
+decisions shift rolls back during its bake. SageMaker watches at most 10 rollback alarms and a metric math
+alarm reads at most 10 metrics; both are checked when the configuration is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Literal
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_ALARM_METRICS = 10  # a metric math alarm reads at most 10 metrics (CloudWatch's hard limit)
+POLICY_DIMENSION = "Policy"
+POLICY_FIELD = "$.policy"  # the decision line's policy version (decision_adapter.handlers)
+PICKED_FIELD = "picked"  # decision line: {"q<x_options_sha256>_<option index>": answers that picked it}
+LABEL_MASS_SUM_FIELD = "label_mass_sum"
+LABEL_MASS_ANSWERS_FIELD = "label_mass_answers"
+# action -> the decision line's per-request count (decision_adapter.policy.ACTION_COUNT_FIELDS) and its metric id
+ACTION_FIELDS = {"automate": "automated", "review": "reviewed", "abstain": "abstained"}
+ACTION_METRICS = {"automate": "AutomatedAnswers", "review": "ReviewedAnswers", "abstain": "AbstainedAnswers"}
+
+Hex16 = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class OptionShares(_Frozen):
+    """One question's option mix on the certifying cases (decision_adapter.policy.OptionMix)."""
+
+    type: Literal["noul", "choice", "score"]
+    cases: int = Field(ge=1)
+    options: tuple[str, ...] = Field(min_length=2)
+    shares: tuple[Share, ...]
+
+    @model_validator(mode="after")
+    def _one_share_per_option(self) -> OptionShares:
+        if len(self.shares) != len(self.options):
+            raise ValueError(f"{len(self.shares)} shares for {len(self.options)} options")
+        return self
+
+
+class CertifiedShares(_Frozen):
+    """The policy's `certified_mix` block (decision_adapter.policy.CertifiedMix), as cdk.json holds it."""
+
+    cases: int = Field(ge=1)
+    actions: dict[Literal["automate", "review", "abstain"], Share]
+    questions: dict[Hex16, OptionShares] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _every_action(self) -> CertifiedShares:
+        if set(self.actions) != set(ACTION_FIELDS) or abs(sum(self.actions.values()) - 1.0) > 1e-6:
+            raise ValueError(f"actions must give a share to each of {list(ACTION_FIELDS)}, summing to 1")
+        return self
+
+
+class DecisionShift(_Frozen):
+    enabled: bool
+    policy_version: Hex16 = Field(description="The served policy's version (x_run.policy) the alarms watch.")
+    certified: CertifiedShares = Field(description="Copied from that policy's certified_mix.")
+    routing_questions: tuple[Hex16, ...] = Field(
+        default=(), description="x_options_sha256 of the questions whose option mix is alarmed on."
+    )
+    action_band_points: float = Field(gt=0, le=100, description="Allowed distance of an action share, in points.")
+    option_band_points: float = Field(gt=0, le=100, description="Allowed distance of an option share, in points.")
+    min_answers: int = Field(default=30, ge=1, description="Answers a period needs before its shares are judged.")
+    min_mean_label_mass: float | None = Field(
+        default=None, gt=0, le=1, description="Alarm below this mean label mass; null: no label-mass alarm."
+    )
+
+    @model_validator(mode="after")
+    def _routing_questions_certified(self) -> DecisionShift:
+        unknown = [q for q in self.routing_questions if q not in self.certified.questions]
+        if unknown:
+            known = ", ".join(sorted(self.certified.questions)) or "none"
+            raise ValueError(
+                f"routing_questions {unknown} have no option mix in certified.questions (known: {known}): copy the "
+                "policy's certified_mix again, or name questions it certified"
+            )
+        options = sum(len(self.certified.questions[q].options) for q in self.routing_questions)
+        if options > MAX_ALARM_METRICS:
+            raise ValueError(
+                f"the routing questions have {options} options in all, but one alarm reads at most "
+                f"{MAX_ALARM_METRICS} metrics (CloudWatch metric math alarms): name fewer routing_questions"
+            )
+        return self
+
+    @property
+    def alarm_count(self) -> int:
+        """The rollback alarms this adds to each decision endpoint."""
+        return 1 + (1 if self.routing_questions else 0) + (1 if self.min_mean_label_mass is not None else 0)
+
+
+def picked_key(question: str, option_index: int) -> str:
+    return f"q{question}_{option_index}"
+
+
+def decision_pattern(field: str, at_least: int = 0) -> str:
+    """Decision lines that carry the field (a metric value is read only from lines the pattern matches)."""
+    return f'{{ $.event = "decision" && $.{field} >= {at_least} }}'
+
+
+def action_shift_expression(certified: CertifiedShares, min_answers: int) -> str:
+    """The largest distance, in percentage points, of an action's share from its certified share."""
+    answers = " + ".join(ACTION_FIELDS)
+    terms = [f"ABS(100 * {a} / ({answers}) - {100 * certified.actions[a]:g})" for a in ACTION_FIELDS]  # type: ignore[index]
+    return f"IF({answers} >= {min_answers}, MAX([{', '.join(terms)}]), 0)"
+
+
+def option_metric_ids(shift: DecisionShift) -> dict[str, tuple[str, int]]:
+    """Metric id -> (routing question, option index); ids are p<question's place>_<option index>."""
+    return {
+        f"p{j}_{i}": (q, i)
+        for j, q in enumerate(shift.routing_questions)
+        for i in range(len(shift.certified.questions[q].options))
+    }
+
+
+def question_totals(shift: DecisionShift) -> dict[str, str]:
+    """Expression id n<question's place> -> that routing question's answers in the period (missing picks as 0)."""
+    ids = option_metric_ids(shift)
+    return {
+        f"n{j}": " + ".join(f"FILL({m}, 0)" for m, (question, _) in ids.items() if question == q)
+        for j, q in enumerate(shift.routing_questions)
+    }
+
+
+def option_shift_expression(shift: DecisionShift) -> str:
+    """The largest distance, in points, of a routing option's share (of its question's answers, n<j>) from its
+    certified share; a question with fewer than min_answers answers in the period counts as 0."""
+    terms = []
+    for j, q in enumerate(shift.routing_questions):
+        for i, share in enumerate(shift.certified.questions[q].shares):
+            terms.append(f"IF(n{j} >= {shift.min_answers}, ABS(100 * FILL(p{j}_{i}, 0) / n{j} - {100 * share:g}), 0)")
+    return f"MAX([{', '.join(terms)}])"
+
+
+def label_mass_expression(min_answers: int) -> str:
+    return f"IF(lm_answers >= {min_answers}, lm_sum / lm_answers, 1)"
+
+
+class DecisionShiftAlarms(Construct):
+    """The metric filters and alarms of one decision endpoint's log group."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        log_group: logs.ILogGroup,
+        namespace: str,
+        shift: DecisionShift,
+        period: cdk.Duration,
+        evaluation_periods: int,
+        datapoints_to_alarm: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.shift = shift
+        self.namespace = namespace
+        self.period = period
+        self._m_of_n = (evaluation_periods, datapoints_to_alarm)
+        self.filters: dict[str, logs.MetricFilter] = {}
+        actions = {
+            a: self._sum(ACTION_METRICS[a], decision_pattern(f), f"$.{f}", log_group) for a, f in ACTION_FIELDS.items()
+        }
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        version = shift.policy_version
+        self.alarms["actions"] = self._alarm(
+            "ActionShift",
+            name=f"{endpoint_name}-decision-shift-actions",
+            expression=action_shift_expression(shift.certified, shift.min_answers),
+            using=actions,
+            threshold=shift.action_band_points,
+            description=f"{endpoint_name}: under policy {version}, an action's share of answers is more than "
+            f"{shift.action_band_points:g} points from the share certified "
+            + ", ".join(f"{a} {100 * s:.1f}%" for a, s in shift.certified.actions.items()),
+        )
+        if shift.routing_questions:
+            picks = {}
+            for metric_id, (question, i) in option_metric_ids(shift).items():
+                key = picked_key(question, i)
+                picks[metric_id] = self._sum(
+                    f"Picked-{question}-{i}",
+                    decision_pattern(f"{PICKED_FIELD}.{key}", 1),
+                    f"$.{PICKED_FIELD}.{key}",
+                    log_group,
+                )
+            totals: dict[str, cloudwatch.IMetric] = {
+                n: cloudwatch.MathExpression(expression=e, using_metrics=dict(picks), period=period)
+                for n, e in question_totals(shift).items()
+            }
+            self.alarms["options"] = self._alarm(
+                "OptionShift",
+                name=f"{endpoint_name}-decision-shift-options",
+                expression=option_shift_expression(shift),
+                using={**picks, **totals},
+                threshold=shift.option_band_points,
+                description=f"{endpoint_name}: under policy {version}, an option of a routing question "
+                f"({', '.join(shift.routing_questions)}) is picked more than {shift.option_band_points:g} points "
+                "away from its certified share",
+            )
+        if shift.min_mean_label_mass is not None:
+            masses = {
+                "lm_sum": self._sum(
+                    "LabelMassSum",
+                    decision_pattern(LABEL_MASS_ANSWERS_FIELD, 1),
+                    f"$.{LABEL_MASS_SUM_FIELD}",
+                    log_group,
+                ),
+                "lm_answers": self._sum(
+                    "LabelMassAnswers",
+                    decision_pattern(LABEL_MASS_ANSWERS_FIELD, 1),
+                    f"$.{LABEL_MASS_ANSWERS_FIELD}",
+                    log_group,
+                ),
+            }
+            self.alarms["label_mass"] = self._alarm(
+                "LabelMassLow",
+                name=f"{endpoint_name}-label-mass-low",
+                expression=label_mass_expression(shift.min_answers),
+                using=masses,
+                threshold=shift.min_mean_label_mass,
+                comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                description=f"{endpoint_name}: under policy {version}, the mean label mass is below "
+                f"{shift.min_mean_label_mass:g} (the model puts its probability outside the declared options)",
+            )
+
+    @property
+    def rollback_alarms(self) -> list[cloudwatch.Alarm]:
+        return list(self.alarms.values())
+
+    def _sum(self, metric_name: str, pattern: str, value: str, log_group: logs.ILogGroup) -> cloudwatch.Metric:
+        """A metric filter summing `value` per policy version, and the metric of the configured version."""
+        self.filters[metric_name] = logs.MetricFilter(
+            self,
+            f"{metric_name.replace('-', '')}ByPolicy",
+            log_group=log_group,
+            filter_pattern=logs.FilterPattern.literal(pattern),
+            metric_namespace=self.namespace,
+            metric_name=metric_name,
+            metric_value=value,
+            dimensions={POLICY_DIMENSION: POLICY_FIELD},
+        )
+        return cloudwatch.Metric(
+            namespace=self.namespace,
+            metric_name=metric_name,
+            dimensions_map={POLICY_DIMENSION: self.shift.policy_version},
+            statistic="Sum",
+            period=self.period,
+        )
+
+    def _alarm(
+        self,
+        construct_id: str,
+        *,
+        name: str,
+        expression: str,
+        using: Mapping[str, cloudwatch.IMetric],
+        threshold: float,
+        description: str,
+        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    ) -> cloudwatch.Alarm:
+        evaluation_periods, datapoints = self._m_of_n
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_name=name,
+            alarm_description=description,
+            metric=cloudwatch.MathExpression(expression=expression, using_metrics=dict(using), period=self.period),
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+
+def rollback_alarm_count(pool: Sequence[str], shift: DecisionShift | None) -> int:
+    """The rollback alarms of a decision endpoint: 5xx, latency (one per pool type), runtime, and the shift's."""
+    return 2 + len(pool) + (shift.alarm_count if shift is not None else 0)
