@@ -98,7 +98,10 @@ def bench_overhead_and_generation(tmp: Path, n: int) -> dict[str, Any]:
     from llama_cpp import Llama
 
     out: dict[str, Any] = {}
-    plain = start_adapter(tmp / "plain", env={"DECISION_ORDER_DEBIAS": "false", "DECISION_STATE_REUSE": "false"})
+    plain = start_adapter(
+        tmp / "plain",
+        env={"DECISION_ORDER_DEBIAS": "false", "DECISION_STATE_REUSE": "false", "DECISION_CHAT_CONTEXTS": "1"},
+    )
     debiased = start_adapter(tmp / "debiased", env={"DECISION_STATE_REUSE": "false"})
     try:
         body = {"state": TICKET, "questions": {"team": CHOICE}}

@@ -34,9 +34,10 @@ def require_model() -> None:
 
 @pytest.fixture(scope="session")
 def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    """One adapter for the session, on the real model, with default settings."""
+    """One adapter for the session, on the real model, with default settings and chat on (the default is off;
+    the contract-edge tests ask it for chat completions)."""
     require_model()
-    proc = start_adapter(tmp_path_factory.mktemp("adapter"))
+    proc = start_adapter(tmp_path_factory.mktemp("adapter"), env={"DECISION_CHAT_CONTEXTS": "1"})
     yield proc
     proc.stop()
 

@@ -35,11 +35,12 @@ TICKET = "I was charged twice for my March invoice and the refund has not arrive
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
 DECISION = {"model": "jev-latest", "state": TICKET, "questions": {"refund": NOUL}}
 CONTEXTS = 1
-CHAT_CONTEXTS = 1  # the default
+CHAT_CONTEXTS = 1  # chat asked for (the default is 0): the chat lane tests need it
 BODY_LIMIT = 1 << 20
 WAIT_S = 2.0
 MODULE_ENV = {
     "DECISION_MAX_CONCURRENCY": str(CONTEXTS),
+    "DECISION_CHAT_CONTEXTS": str(CHAT_CONTEXTS),
     "DECISION_MAX_QUEUE": "0",
     "DECISION_CHAT_MAX_QUEUE": "0",
     "DECISION_ADMISSION_WAIT_S": str(WAIT_S),
@@ -269,7 +270,7 @@ def test_explicit_threads_win_and_batch_threads_follow_them() -> None:
     assert (both.llama_kwargs(4096, contexts=4)["n_threads"], both.llama_kwargs(4096)["n_threads_batch"]) == (3, 5)
 
 
-def test_run_identity_reports_the_default_split(adapter: AdapterProcess) -> None:
+def test_run_identity_reports_the_thread_split(adapter: AdapterProcess) -> None:
     r = post(adapter, DECISION)
     assert r.status_code == 200, r.text
     expected = threads_per_context(CONTEXTS + CHAT_CONTEXTS)

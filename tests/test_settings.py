@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from decision_adapter.settings import AdapterSettings, SettingsError, load_adapter_settings, runtime_from_env
+from decision_adapter.settings import (
+    AdapterSettings,
+    SettingsError,
+    available_cores,
+    load_adapter_settings,
+    runtime_from_env,
+    threads_per_context,
+)
 
 
 def test_stock_container_names_map_to_runtime_parameters() -> None:
@@ -57,3 +64,15 @@ def test_invalid_adapter_setting_names_the_variable(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("DECISION_MAX_QUEUE", "-3")
     with pytest.raises(SettingsError, match="DECISION_MAX_QUEUE"):
         load_adapter_settings()
+
+
+def test_chat_is_off_unless_asked_for_so_decisions_get_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local default is what the stacks deploy (DECISION_CHAT_CONTEXTS=0): no chat context takes cores."""
+    monkeypatch.delenv("DECISION_CHAT_CONTEXTS", raising=False)
+    monkeypatch.delenv("DECISION_MAX_CONCURRENCY", raising=False)
+    settings = AdapterSettings()
+    assert settings.chat_contexts == 0
+    contexts = settings.max_concurrency + settings.chat_contexts
+    assert runtime_from_env({}).llama_kwargs(4096, contexts=contexts)["n_threads"] == available_cores()
+    asked = runtime_from_env({}).llama_kwargs(4096, contexts=contexts + 1)["n_threads"]
+    assert asked == threads_per_context(2) and (available_cores() < 2 or asked < available_cores())

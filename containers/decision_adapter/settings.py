@@ -49,11 +49,12 @@ class AdapterSettings(BaseSettings):
         16, ge=0, le=10_000, description="Requests that may wait for a context; past it, up to admission_wait_s."
     )
     chat_contexts: int = Field(
-        1,
+        0,
         ge=0,
         le=8,
         description="Model contexts for chat completions, beside the decision contexts: each holds its own KV cache "
-        "and a share of the threads, and chat never runs on a decision context; 0: chat is off (400).",
+        "and a share of the threads, and chat never runs on a decision context; 0 (the default, as the stacks "
+        "deploy): chat is off (400) and decisions get every core.",
     )
     chat_max_queue: int = Field(4, ge=0, le=1000, description="Chat requests that may wait for a chat context.")
     admission_wait_s: float = Field(
