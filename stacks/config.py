@@ -238,9 +238,20 @@ class EnvironmentConfig(_Frozen):
                 )
         return value
 
+    @field_validator("data_capture")
+    @classmethod
+    def _captures_decisions(cls, value: DataCapture | None, info: ValidationInfo) -> DataCapture | None:
+        if value is not None and not any(info.data.get(section) is not None for section in ("cpu", "gpu")):
+            raise ValueError(
+                "needs a decision endpoint (cpu or gpu): the chat endpoint's generated text is not captured"
+            )
+        return value
+
     @field_validator("decision_shift")
     @classmethod
     def _rollback_alarms_fit(cls, value: DecisionShift | None, info: ValidationInfo) -> DecisionShift | None:
+        if value is not None and not any(info.data.get(section) is not None for section in ("cpu", "gpu")):
+            raise ValueError("needs a decision endpoint (cpu or gpu): only the adapter writes decision lines")
         # SageMaker watches at most ten rollback alarms per endpoint (AutoRollbackConfiguration.Alarms).
         for section in ("cpu", "gpu"):
             settings = info.data.get(section)

@@ -23,7 +23,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
+from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint, has_local_nvme
 from stacks.guardrails import deployment_config
 from stacks.nag import acknowledge
 from stacks.shadow import ShadowCandidate, ShadowModel, shadow_variant
@@ -169,7 +169,7 @@ class ServingEndpoint(Construct):
             shadow_production_variants=shadow_variants,
             data_capture_config=data_capture,
             # Instance types with local NVMe reject a volume key: their instance storage is always encrypted.
-            kms_key_id=volume_key.key_arn if settings.encrypt_volume else None,
+            kms_key_id=volume_key.key_arn if settings.encrypt_volume and self._shadow_encryptable(shadow) else None,
         )
         self.endpoint = sagemaker.CfnEndpoint(
             self,
@@ -197,6 +197,12 @@ class ServingEndpoint(Construct):
                     actions=["cloudwatch:DescribeAlarms"], resources=[alarm.alarm_arn for alarm in rollback_alarms]
                 )
             )
+
+    def _shadow_encryptable(self, shadow: ShadowModel | None) -> bool:
+        """The config's volume key covers the shadow's instances too: none with local NVMe."""
+        if shadow is None:
+            return True
+        return not has_local_nvme(shadow.candidate.instance_type or self.settings.instance_type)
 
     def _shadow_variant(
         self, candidate: ShadowCandidate, download_timeout: int

@@ -21,7 +21,7 @@ from app import build_app
 from stacks.config import ConfigError, load_environment
 from stacks.decision_shift import MAX_ALARM_METRICS, rollback_alarm_count
 from stacks.guardrails import MAX_ROLLBACK_ALARMS
-from tests.cdk_support import cdk_context
+from tests.cdk_support import cdk_context, variant_context
 
 ROUTING = "0123456789abcdef"
 POLICY = "fedcba9876543210"
@@ -54,7 +54,12 @@ def loop_context() -> dict[str, Any]:
         "min_answers": 30,
         "min_mean_label_mass": 0.5,
     }
-    prod["cpu"]["shadow"] = {"s3_key": CANDIDATE, "sha256": "a" * 64, "sampling_percent": 20}
+    prod["cpu"]["shadow"] = {
+        "s3_key": CANDIDATE,
+        "sha256": "a" * 64,
+        "sampling_percent": 20,
+        "instance_type": "ml.c5d.9xlarge",  # local NVMe: the config may then hold no volume key
+    }
     return context
 
 
@@ -126,12 +131,14 @@ def test_the_candidate_runs_as_the_one_shadow_variant_of_the_cpu_endpoint(loop: 
     assert len(cpu["ProductionVariants"]) == 1
     (shadow,) = cpu["ShadowProductionVariants"]
     assert shadow["VariantName"] == "Shadow" and shadow["InitialVariantWeight"] == 0.2
-    assert shadow["InstanceType"] == "ml.c6i.8xlarge" and shadow["InitialInstanceCount"] == 1
+    assert shadow["InstanceType"] == "ml.c5d.9xlarge" and shadow["InitialInstanceCount"] == 1
+    assert "KmsKeyId" not in cpu  # SageMaker rejects a volume key for the shadow's NVMe instances
     assert shadow["ModelName"]["Fn::GetAtt"][0].startswith("CpuEndpointShadowModel")
     assert "ShadowProductionVariants" not in endpoint_config(serving, "GpuEndpoint")
     models = of_type(serving, "AWS::SageMaker::Model")
     candidate = models[shadow["ModelName"]["Fn::GetAtt"][0]]["PrimaryContainer"]
     assert candidate["Environment"]["DECISION_EXPECTED_MODEL_SHA256"] == "a" * 64
+    assert candidate["Environment"]["DECISION_INSTANCE_TYPES"] == "ml.c5d.9xlarge"
     assert json.dumps(candidate["ModelDataUrl"]).endswith(f'"/{CANDIDATE}"]]}}')
     reads = [p for p in map(json.dumps, (x["PolicyDocument"] for x in of_type(serving, "AWS::IAM::Policy").values()))]
     assert sum(CANDIDATE in p for p in reads) == 1  # only the CPU endpoint's role reads the candidate
@@ -235,6 +242,15 @@ def test_a_shadow_on_a_rolling_endpoint_is_refused_with_the_fix() -> None:
 def test_unsupported_loop_settings_are_refused(mutate: Any, key: str, fix: str) -> None:
     message = refused(mutate)
     assert f"environments.prod.{key}" in message and fix in message
+
+
+@pytest.mark.parametrize("section", ["data_capture", "decision_shift"])
+def test_the_loop_needs_a_decision_endpoint(section: str) -> None:
+    def chat_only(prod: dict[str, Any]) -> None:
+        prod["cpu"], prod["gpu"] = {"enabled": False}, {"enabled": False}
+        prod["chat"] = variant_context()["environments"]["dev"]["chat"]
+
+    assert f"environments.prod.{section}: needs a decision endpoint (cpu or gpu)" in refused(chat_only)
 
 
 def test_routing_options_past_what_one_alarm_reads_are_refused() -> None:
