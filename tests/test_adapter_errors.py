@@ -30,13 +30,52 @@ def test_every_domain_error_has_a_row() -> None:
     assert set(DOMAIN_ERRORS) == set(errors.ERROR_TABLE)
 
 
-@pytest.mark.parametrize("cls", DOMAIN_ERRORS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [c for c in DOMAIN_ERRORS if c is not errors.InvalidRequest], ids=lambda c: c.__name__)
 def test_body_is_the_contracts_shape(cls: type[errors.AdapterError]) -> None:
     response = errors.error_response(cls("what went wrong"))
     body = json.loads(bytes(response.body))
     kind = errors.ERROR_TABLE[cls]
     assert response.status_code == kind.status and response.media_type == "application/json"
     assert body == {"detail": {"error_type": kind.error_type, "message": kind.message.format("what went wrong")}}
+
+
+def test_invalid_request_is_the_contracts_422_and_its_json_lines_line() -> None:
+    problems = errors.validation_detail(
+        [{"loc": ("questions",), "msg": "Field required", "type": "missing"}], prefix=("body",)
+    )
+    response = errors.error_response(errors.InvalidRequest(problems))
+    assert response.status_code == 422 and response.media_type == "application/json"
+    assert json.loads(bytes(response.body)) == {
+        "detail": [{"loc": ["body", "questions"], "msg": "Field required", "type": "missing"}]
+    }
+    line = errors.record_error(errors.InvalidRequest(problems))
+    assert line == {
+        "error_type": "invalid_request",
+        "message": "body.questions: Field required",
+        "status": 422,
+        "detail": problems,
+    }
+    assert errors.record_error(errors.ModelNotServed("no such model")) == {
+        "error_type": "model_not_found",
+        "message": "no such model",
+        "status": 404,
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "where", "msg"),
+    [(b'{"state": ', 10, "JSON decode error: Expecting value at column 11"),
+     (b'{"state": "\xff"}', 11, "JSON decode error: not UTF-8")],
+)  # fmt: skip
+def test_malformed_json_is_one_422_json_invalid_at_the_character_where_reading_stopped(
+    raw: bytes, where: int, msg: str
+) -> None:
+    try:
+        json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        err = errors.invalid_json(e)
+    assert err.detail == [{"loc": ["body", where], "msg": msg, "type": "json_invalid"}]
+    assert errors.status_of(err) == 422 and errors.record_error(err)["error_type"] == "invalid_request"
 
 
 def test_statuses_clients_retry_are_never_for_bad_input() -> None:

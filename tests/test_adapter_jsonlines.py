@@ -43,7 +43,7 @@ def good_record(i: int) -> dict[str, Any]:
 # Bad lines and what each gets: (line, id echoed, error_type, status).
 OVER_BUDGET = {"id": "long", "state": f"{SECRET} " + "word " * 9000, "questions": {"refund": REFUND}}
 BAD: list[tuple[str, Any, str, int]] = [
-    ("{not json", None, "invalid_json", 400),
+    ("{not json", None, "invalid_request", 422),
     ("[1, 2, 3]", None, "invalid_request", 422),
     (json.dumps({"id": "one-option", "state": SECRET, "questions": {"q": {"type": "choice", "criteria": {"A": None}}}}),
      "one-option", "invalid_request", 422),
@@ -160,6 +160,12 @@ def test_bad_records_get_the_single_routes_error_and_the_others_are_answered(
     assert one_option["message"] == "; ".join(
         f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in alone.json()["detail"]
     )
+    not_json = answers[17]["error"]  # malformed JSON: the single routes' 422 json_invalid, one answer everywhere
+    assert [d["type"] for d in not_json["detail"]] == ["json_invalid"] and not_json["detail"][0]["loc"] == ["body", 1]
+    for route in ("/invocations", "/v1/systemone"):
+        alone = httpx.post(adapter.url + route, content=BAD[0][0], headers={"Content-Type": "application/json"})
+        assert alone.status_code == 422 and [d["type"] for d in alone.json()["detail"]] == ["json_invalid"], alone.text
+        assert alone.json()["detail"][0]["loc"] == ["body", 1]
     too_long = httpx.post(adapter.url + "/invocations", json=OVER_BUDGET, timeout=60)
     assert too_long.status_code == 413
     assert {k: answers[180]["error"][k] for k in ("error_type", "message")} == too_long.json()["detail"]

@@ -3,26 +3,23 @@
 Batch Transform (`SplitType=Line`, `MultiRecord`), asynchronous inference and `decisionctl batch run --url`
 send these bodies (docs/bulk.md). A record is a decision body with an optional `id` (a JSON scalar) that its
 answer line echoes; a record that cannot be answered gets an error line with the single route's error type
-and message, and the others are answered. Answer lines never carry the state or the instructions.
+and message (the error table's, `errors.record_error`), and the others are answered. The service evaluates
+the records (`ModelService.decide_batch`); this module parses them and writes their lines. Answer lines never
+carry the state or the instructions.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import time
-import uuid
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.responses import Response
 from pydantic import ValidationError
 
-from . import events, handlers
-from .engine import AnswerMemo, DecisionEngine
-from .errors import AdapterError, TokenBudgetExceeded, error_detail, status_of, validation_detail
-from .events import log_rejection
+from . import handlers
+from .errors import AdapterError, InvalidRequest, invalid_json, record_error, validation_detail
 from .schemas import DecisionRequest
 from .service import ModelService
 from .settings import AdapterSettings
@@ -56,7 +53,7 @@ class Record:
 
     id: RecordId
     request: DecisionRequest | None = None
-    error: dict[str, Any] | None = None
+    error: AdapterError | None = None
     line: bytes = b""
 
 
@@ -68,10 +65,8 @@ def parse(body: bytes, served_names: set[str]) -> list[Record]:
 def _record(raw: bytes, served_names: set[str]) -> Record:
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError as e:
-        return Record(None, error=_error("invalid_json", f"not JSON: {e.msg} at column {e.colno}", 400))
-    except UnicodeDecodeError:
-        return Record(None, error=_error("invalid_json", "not JSON: the line is not UTF-8", 400))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return Record(None, error=invalid_json(e))
     record_id = value.get("id") if isinstance(value, dict) else None
     problems: list[dict[str, Any]] = []
     if not _is_scalar(record_id):
@@ -81,11 +76,11 @@ def _record(raw: bytes, served_names: set[str]) -> Record:
     except ValidationError as e:
         problems += validation_detail(e.errors(), prefix=("body",))
     if problems:
-        return Record(record_id, error=_invalid(problems))
+        return Record(record_id, error=InvalidRequest(problems))
     try:
         handlers.check_model(request, served_names)
     except AdapterError as e:
-        return Record(record_id, error=_domain_error(e))
+        return Record(record_id, error=e)
     return Record(record_id, request)
 
 
@@ -96,57 +91,6 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | bool)
 
 
-def _error(error_type: str, message: str, status: int) -> dict[str, Any]:
-    return {"error_type": error_type, "message": message, "status": status}
-
-
-def _domain_error(err: AdapterError) -> dict[str, Any]:
-    """The single route's `detail` for this error (errors.ERROR_TABLE), with the status it would have got."""
-    return {**error_detail(err), "status": status_of(err)}
-
-
-def _invalid(detail: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The single route's 422 as an error line: its `detail` list, and `loc: msg; loc: msg` as the message."""
-    message = "; ".join(f"{'.'.join(str(p) for p in d['loc'])}: {d['msg']}" for d in detail)
-    return {**_error("invalid_request", message, 422), "detail": list(detail)}
-
-
-def evaluation_order(records: Sequence[Record]) -> list[int]:
-    """The records to evaluate, those that share a state next to each other (states in order of first
-    appearance), so a state is prefilled once and stays resident for the records after it."""
-    first_seen: dict[str, int] = {}
-    keyed = []
-    for i, record in enumerate(records):
-        if record.request is not None:
-            key = json.dumps(record.request.state, ensure_ascii=False)
-            keyed.append((first_seen.setdefault(key, len(first_seen)), i))
-    return [i for _, i in sorted(keyed)]
-
-
-def answer(s: ModelService, engine: DecisionEngine, records: Sequence[Record], *, route: str) -> int:
-    """Evaluate the records on one context (in a worker thread): each gets its answer line or its error.
-    Returns how many were answered."""
-    answered = 0
-    memo: AnswerMemo = {}  # a question asked again of the same state, in this mini-batch, is not evaluated again
-    for i in evaluation_order(records):
-        record = records[i]
-        request = record.request
-        assert request is not None  # evaluation_order gives only records with a request
-        request_id = uuid.uuid4().hex
-        t0 = time.perf_counter()
-        try:
-            outcome = engine.decide(request, memo)
-        except TokenBudgetExceeded as e:
-            log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
-            record.error = _domain_error(e)
-            continue
-        latency_ms = (time.perf_counter() - t0) * 1e3
-        response = handlers.respond(s, request, outcome, request_id=request_id, route=route, latency_ms=latency_ms)
-        record.line = _dumps({"id": record.id, **response.model_dump(exclude_none=True)})
-        answered += 1
-    return answered
-
-
 def _dumps(value: dict[str, Any]) -> bytes:
     """One line, written as the single route's JSONResponse writes its body."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
@@ -154,12 +98,19 @@ def _dumps(value: dict[str, Any]) -> bytes:
 
 async def invocations(s: ModelService, body: bytes, *, route: str = "/invocations") -> Response:
     """A mini-batch: one admission permit (429 for the whole body when none is left) and one context for all
-    its records; one line per record, in the records' order."""
+    its records (the service's `decide_batch`); one line per record, in the records' order."""
     records = parse(body, s.served_names)
-    if any(r.request is not None for r in records):
-        answered = await s.run(
-            lambda engine: answer(s, engine, records, route=route), request_id=uuid.uuid4().hex, route=route
-        )
-        s.counters.decisions += answered
-    lines = [r.line if r.error is None else _dumps({"id": r.id, "error": r.error}) for r in records]
+    pending = [r for r in records if r.request is not None]
+    if pending:
+        decided = await s.decide_batch([r.request for r in pending if r.request is not None], route=route)
+        for record, d in zip(pending, decided, strict=True):
+            if d.outcome is None:
+                record.error = d.error
+                continue
+            assert record.request is not None  # pending holds only records with a request
+            response = handlers.respond(
+                s, record.request, d.outcome, request_id=d.request_id, route=route, latency_ms=d.latency_ms
+            )
+            record.line = _dumps({"id": record.id, **response.model_dump(exclude_none=True)})
+    lines = [r.line if r.error is None else _dumps({"id": r.id, "error": record_error(r.error)}) for r in records]
     return Response(b"".join(line + b"\n" for line in lines), media_type=JSON_LINES)

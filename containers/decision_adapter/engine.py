@@ -32,7 +32,7 @@ from .prompting import Option, PromptScheme, options_of
 from .prompting.base import OUT_OF_SCOPE, single_token
 from .runtime import LlamaRuntime, NeedsRestore, Unit
 from .schemas import AnyQuestion, DecisionRequest, Text
-from .signals import label_mass, order_name, split_out_of_scope
+from .signals import label_mass, log_softmax, order_name, softmax, split_out_of_scope
 from .state_cache import Snapshot, StateCache, prefix_key
 
 
@@ -75,16 +75,6 @@ def memo_key(state: Text, qid: str, question: AnyQuestion) -> str:
     return json.dumps(
         [state, qid, question.model_dump(mode="json")], sort_keys=True, ensure_ascii=False, separators=(",", ":")
     )
-
-
-def log_softmax(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    m = float(np.max(x))
-    return x - (m + float(np.log(np.sum(np.exp(x - m)))))
-
-
-def softmax(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    e = np.exp(x - np.max(x))
-    return e / np.sum(e)  # type: ignore[no-any-return]
 
 
 class DecisionEngine:

@@ -1,14 +1,16 @@
 """The adapter's domain errors and the one table that gives each its HTTP status and body.
 
 Bodies follow the contract: `{"detail": {"error_type", "message"}}` with a JSON media type.
-Validation failures (422 with `detail[]`) are the app's request-validation handler's, built by
-`validation_detail`; JSON Lines error lines (bulk.py) carry the same `detail`s.
+Validation failures, malformed JSON among them, are `InvalidRequest`: the contract's 422 with `detail[]`
+(built by `validation_detail`), as `jevcompat mock` answers them. A JSON Lines error line (bulk.py) is
+`record_error`: the same `error_type` and `message`, the status, and an `InvalidRequest`'s `detail[]`.
 Start-up failures have no response: `startup_failure` gives the line each writes before the process stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,14 @@ class AdapterError(Exception):
     def __init__(self, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class InvalidRequest(AdapterError):
+    """The body is not a valid request (malformed JSON included); `detail`: where and why of each problem."""
+
+    def __init__(self, detail: Sequence[Mapping[str, Any]]) -> None:
+        self.detail = [dict(d) for d in detail]
+        super().__init__("; ".join(f"{'.'.join(str(p) for p in d['loc'])}: {d['msg']}" for d in self.detail))
 
 
 class AuthenticationError(AdapterError):
@@ -76,6 +86,7 @@ class ErrorKind:
 
 # 429, 503 and 500 are the statuses clients retry; none of them is used for bad input.
 ERROR_TABLE: dict[type[Exception], ErrorKind] = {
+    InvalidRequest: ErrorKind(422, "invalid_request"),
     AuthenticationError: ErrorKind(401, "authentication_error"),
     ModelNotServed: ErrorKind(404, "model_not_found"),
     UnsupportedShape: ErrorKind(400, "unsupported_request_shape"),
@@ -109,13 +120,34 @@ def error_response(err: Exception) -> JSONResponse:
         headers["Retry-After"] = str(retry_after)
     if isinstance(err, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
-    return JSONResponse({"detail": error_detail(err)}, status_code=kind.status, headers=headers)
+    detail: Any = err.detail if isinstance(err, InvalidRequest) else error_detail(err)
+    return JSONResponse({"detail": detail}, status_code=kind.status, headers=headers)
 
 
 def error_detail(err: Exception) -> dict[str, str]:
-    """The body's `detail` for the error; a JSON Lines error line carries the same."""
+    """The body's `detail` for the error (an `InvalidRequest`'s body carries its `detail[]` instead)."""
     kind = kind_of(err)
     return {"error_type": kind.error_type, "message": kind.message.format(err)}
+
+
+def record_error(err: Exception) -> dict[str, Any]:
+    """A JSON Lines error line's `error`: the single route's `error_detail` and status, and where an
+    `InvalidRequest` is a 422 alone, its `detail[]` with the message `loc: msg; loc: msg`."""
+    line: dict[str, Any] = {**error_detail(err), "status": status_of(err)}
+    if isinstance(err, InvalidRequest):
+        line["detail"] = err.detail
+    return line
+
+
+def invalid_json(err: json.JSONDecodeError | UnicodeDecodeError) -> InvalidRequest:
+    """Malformed JSON, in a body or a JSON Lines line: a 422 `json_invalid` at the character where reading
+    stopped, as FastAPI's own routes and the contract's reference server answer it."""
+    if isinstance(err, UnicodeDecodeError):
+        return InvalidRequest(
+            [{"loc": ["body", err.start], "msg": "JSON decode error: not UTF-8", "type": "json_invalid"}]
+        )
+    msg = f"JSON decode error: {err.msg} at column {err.colno}"
+    return InvalidRequest([{"loc": ["body", err.pos], "msg": msg, "type": "json_invalid"}])
 
 
 def validation_detail(errors: Iterable[Mapping[str, Any]], *, prefix: tuple[str, ...] = ()) -> list[dict[str, Any]]:

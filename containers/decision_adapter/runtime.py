@@ -1,5 +1,5 @@
-"""The llama.cpp context: tokenization, evaluation in reusable units, final-position logits, and
-state snapshots.
+"""The llama.cpp context: tokenization (and the token helpers the prompt schemes are built with), evaluation
+in reusable units, final-position logits, and state snapshots.
 
 Evaluation is canonical: a prompt is a list of units (header, state, question suffix, chain
 letter) and each unit is always decoded by its own `eval` call, whatever is already in the KV
@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,17 @@ class LlamaRuntime:
     # -- tokens
     def tokenize(self, text: str, *, add_bos: bool = False) -> Unit:
         return tuple(self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+
+    def token_ids(self, text: str) -> list[int]:
+        """The prompt schemes' tokenizer: special tokens read as such, no BOS added."""
+        return list(self.tokenize(text))
+
+    def token_text(self, which: Literal["bos", "eos"]) -> str:
+        """The text of the model's BOS or EOS token; empty where the model has none."""
+        tid = self.llm.token_bos() if which == "bos" else self.llm.token_eos()
+        if tid < 0:
+            return ""
+        return str(self.llm.detokenize([tid], special=True).decode("utf-8", errors="ignore"))
 
     # -- evaluation
     @property

@@ -5,6 +5,10 @@ Capacity is a bounded permit count, as in text-generation-inference's router (ad
 up to `admission_wait_s` for a permit, then is refused with 429 and a Retry-After estimated from the
 requests ahead, instead of queueing without bound.
 
+A JSON Lines mini-batch (`decide_batch`) takes one permit and one context for all its decisions; the service
+evaluates those that share a state next to each other, answers a question asked again of the same state once,
+and gives each decision its outcome or its own adapter error.
+
 Chat completions run in a lane of their own: `chat_contexts` contexts of the same weights with their own
 permits (`chat_max_queue`), never on a decision context. A 256-token generation holds its context for
 seconds, so on a shared context a decision would wait behind it; here it waits behind decisions only.
@@ -12,8 +16,11 @@ seconds, so on a shared context a decision would wait behind it; here it waits b
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -21,14 +28,14 @@ from . import events
 from .admission import Lane
 from .calibration import calibration_in_force
 from .contract import DEFAULT_MODEL_ALIAS
-from .engine import DecisionEngine, DecisionOutcome
-from .errors import ChatNotServed, RuntimeFailure, TokenBudgetExceeded, status_of
+from .engine import AnswerMemo, DecisionEngine, DecisionOutcome
+from .errors import AdapterError, ChatNotServed, RuntimeFailure, TokenBudgetExceeded, status_of
 from .events import log_rejection
 from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
 from .model_files import find_gguf, verify_model
 from .policy import Policy
-from .prompting import Tokenize, debias_mode_served, debias_tolerance_served, make_scheme
+from .prompting import debias_mode_served, debias_tolerance_served, make_scheme
 from .runtime import LlamaRuntime
 from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
 from .settings import AdapterSettings, RuntimeSettings
@@ -46,6 +53,16 @@ class Counters:
     decisions: int = 0
     chats: int = 0
     errors: int = 0  # runtime failures
+
+
+@dataclass
+class Decided:
+    """One decision of a mini-batch: its request id, and its outcome and latency or the adapter error it got."""
+
+    request_id: str
+    outcome: DecisionOutcome | None = None
+    error: AdapterError | None = None
+    latency_ms: float = 0.0
 
 
 class ModelService:
@@ -112,21 +129,23 @@ class ModelService:
         kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=contexts)
         llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(contexts)]
         llms, chat_llms = llms[: settings.max_concurrency], llms[settings.max_concurrency :]
+        runtimes = [LlamaRuntime(llm) for llm in llms]
+        first = runtimes[0]
         scheme = make_scheme(
             gguf,
             decision,
             settings,
-            bos_text=_token_text(llms[0], "bos"),
-            eos_text=_token_text(llms[0], "eos"),
-            tokenize=_tokenizer(llms[0]),
+            bos_text=first.token_text("bos"),
+            eos_text=first.token_text("eos"),
+            tokenize=first.token_ids,
         )
         calibration = calibration_in_force(model.manifest, scheme)
         # One cache for all contexts: a snapshot restores into any context of the same model, and the budget
         # is the process's, not each context's.
-        cache = StateCache(cache_budget(settings, gguf, n_ctx=int(llms[0].n_ctx())))
+        cache = StateCache(cache_budget(settings, gguf, n_ctx=first.n_ctx))
         engines = [
             DecisionEngine(
-                LlamaRuntime(llm),
+                runtime,
                 scheme,
                 model_sha256=model.sha256,
                 calibration=calibration,
@@ -134,7 +153,7 @@ class ModelService:
                 reuse_states=settings.state_reuse,
                 out_of_scope=settings.out_of_scope,
             )
-            for llm in llms
+            for runtime in runtimes
         ]
         identity = build_identity(
             model_file=path.name,
@@ -170,6 +189,16 @@ class ModelService:
         outcome = await self.run(lambda engine: engine.decide(request), request_id=request_id, route=route)
         self.counters.decisions += 1
         return outcome
+
+    async def decide_batch(self, requests: Sequence[DecisionRequest], *, route: str) -> list[Decided]:
+        """A mini-batch on one permit (429 for all when none is left) and one context: one `Decided` per request,
+        in their order. A request's adapter error is its own and the others are answered; a runtime failure
+        fails them all (the context's state is then unknown)."""
+        decided = await self.run(
+            lambda engine: decide_each(engine, requests, route=route), request_id=uuid.uuid4().hex, route=route
+        )
+        self.counters.decisions += sum(1 for d in decided if d.outcome is not None)
+        return decided
 
     async def chat(self, request: ChatCompletionRequest, *, request_id: str, route: str) -> dict[str, Any]:
         """An OpenAI chat completion (what the stock DLC serves on /invocations) on a chat context."""
@@ -225,22 +254,39 @@ def chat_parameters(request: ChatCompletionRequest) -> dict[str, Any]:
     }
 
 
+def decide_each(engine: DecisionEngine, requests: Sequence[DecisionRequest], *, route: str) -> list[Decided]:
+    """The requests on one engine (in a worker thread) in `evaluation_order`, sharing one memo: each gets its
+    outcome or its adapter error (a token-budget refusal logged as alone); a runtime failure is raised."""
+    decided = [Decided(uuid.uuid4().hex) for _ in requests]
+    memo: AnswerMemo = {}  # a question asked again of the same state, in this mini-batch, is not evaluated again
+    for i in evaluation_order(requests):
+        t0 = time.perf_counter()
+        try:
+            decided[i].outcome = engine.decide(requests[i], memo)
+        except RuntimeFailure:
+            raise
+        except AdapterError as e:
+            decided[i].error = e
+            if isinstance(e, TokenBudgetExceeded):
+                log_rejection(decided[i].request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
+            continue
+        decided[i].latency_ms = (time.perf_counter() - t0) * 1e3
+    return decided
+
+
+def evaluation_order(requests: Sequence[DecisionRequest]) -> list[int]:
+    """The requests' indexes with those that share a state next to each other (states in order of first
+    appearance), so a state is prefilled once and stays resident for the requests after it."""
+    first_seen: dict[str, int] = {}
+    keyed = [
+        (first_seen.setdefault(json.dumps(r.state, ensure_ascii=False), len(first_seen)), i)
+        for i, r in enumerate(requests)
+    ]
+    return [i for _, i in sorted(keyed)]
+
+
 def cache_budget(settings: AdapterSettings, gguf: ModelMetadata, *, n_ctx: int) -> int:
     """DECISION_STATE_CACHE_MB, else a few full contexts' worth of KV state, capped."""
     if settings.state_cache_mb is not None:
         return settings.state_cache_mb * 1024 * 1024
     return min(DEFAULT_CACHE_CAP, DEFAULT_CACHE_CONTEXTS * gguf.kv_bytes_per_token() * n_ctx)
-
-
-def _tokenizer(llm: Any) -> Tokenize:
-    def tokenize(text: str) -> list[int]:
-        return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-
-    return tokenize
-
-
-def _token_text(llm: Any, which: str) -> str:
-    tid = llm.token_bos() if which == "bos" else llm.token_eos()
-    if tid < 0:
-        return ""
-    return str(llm.detokenize([tid], special=True).decode("utf-8", errors="ignore"))

@@ -7,6 +7,7 @@
   distribution so that the declared options still sum to 1 among themselves.
 - Orders: which option orders a question is read under for each order-debiasing mode, and what each is
   called in an answer's `x_orders_read`. The adaptive mode's stopping rule is in adaptive.py.
+- The adapter's one `log_softmax` and `softmax` (the engine reads its probabilities with them).
 """
 
 from __future__ import annotations
@@ -91,8 +92,14 @@ def order_name(order: list[int], declared: int) -> str | None:
 
 
 def log_softmax(x: Vector) -> Vector:
+    """The adapter's one log-softmax (engine and signals alike): shifted by the maximum, so no exp overflows."""
     m = float(np.max(x))
     return x - (m + float(np.log(np.sum(np.exp(x - m)))))
+
+
+def softmax(x: Vector) -> Vector:
+    e = np.exp(x - np.max(x))
+    return e / np.sum(e)  # type: ignore[no-any-return]
 
 
 def label_mass(first: Vector, codes: Sequence[tuple[int, ...]], second: Mapping[int, Vector] | None = None) -> float:
