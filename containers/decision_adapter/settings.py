@@ -5,17 +5,27 @@ Two sources, as on the stock llama.cpp SageMaker container:
 - `SM_LLAMA_CPP_*` variables configure the runtime with the names operators already use on the
   stock DLC (`SM_LLAMA_CPP_CTX_SIZE=4096` is the server's `--ctx-size 4096`). Unknown ones are
   reported and ignored; invalid values stop start-up with a message naming the variable.
+Both are pydantic models, one mechanism: every field has its default, bounds and description, and the
+README's settings table is tested against them (tests/test_settings.py).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .signals import DebiasMode, debias_mode
@@ -145,22 +155,52 @@ class AdapterSettings(BaseSettings):
         return debias_mode(raw) if isinstance(raw, str | bool) else raw
 
 
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """llama.cpp runtime parameters from SM_LLAMA_CPP_* (names as on the stock container)."""
+def _flag(raw: object) -> object:
+    """A stock-server flag given with no value is on."""
+    return True if isinstance(raw, str) and raw.strip() == "" else raw
 
-    model: str | None = None
-    n_ctx: int | None = None  # None: the model's training context, capped at DEFAULT_MAX_CTX
-    n_threads: int | None = None
-    n_threads_batch: int | None = None
-    n_batch: int = 512
-    n_ubatch: int = 512
-    n_gpu_layers: int = 0
-    main_gpu: int = 0
-    flash_attn: bool = False
-    use_mlock: bool = False
-    use_mmap: bool = True
-    ignored: tuple[str, ...] = field(default=())
+
+Flag = Annotated[bool, BeforeValidator(_flag)]
+
+
+class RuntimeSettings(BaseModel):
+    """llama.cpp runtime parameters from SM_LLAMA_CPP_<alias> (names as on the stock container, whose flag is
+    --<alias-in-lower-case-with-dashes>); `ignored`: the SM_LLAMA_CPP_* variables no field reads."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    model: str | None = Field(
+        None, validation_alias="MODEL", description="A GGUF path, absolute or under the model dir."
+    )
+    n_ctx: int | None = Field(
+        None,
+        ge=256,
+        le=1 << 20,
+        validation_alias="CTX_SIZE",
+        description="Context size; None: the model's training context, capped at DEFAULT_MAX_CTX.",
+    )
+    n_threads: int | None = Field(
+        None, ge=1, le=1024, validation_alias="THREADS", description="Threads per context; None: the cores split."
+    )
+    n_threads_batch: int | None = Field(
+        None, ge=1, le=1024, validation_alias="THREADS_BATCH", description="Prompt threads; None: as many as threads."
+    )
+    n_batch: int = Field(512, ge=1, le=1 << 16, validation_alias="BATCH_SIZE", description="Prefill batch size.")
+    n_ubatch: int = Field(
+        512, ge=1, le=1 << 16, validation_alias="UBATCH_SIZE", description="Physical batch size, at most n_batch."
+    )
+    n_gpu_layers: int = Field(
+        0, ge=-1, le=100_000, validation_alias="N_GPU_LAYERS", description="Layers offloaded to the GPU."
+    )
+    main_gpu: int = Field(0, ge=0, le=64, validation_alias="MAIN_GPU", description="The GPU that holds the model.")
+    flash_attn: Flag = Field(False, validation_alias="FLASH_ATTN", description="Flash attention.")
+    use_mlock: Flag = Field(False, validation_alias="MLOCK", description="Lock the weights in memory.")
+    no_mmap: Flag = Field(False, validation_alias="NO_MMAP", description="Read the weights instead of mapping them.")
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def use_mmap(self) -> bool:
+        return not self.no_mmap
 
     def llama_kwargs(self, n_ctx_train: int, *, contexts: int = 1) -> dict[str, Any]:
         """Keyword arguments of each of `contexts` llama.cpp contexts. Threads: SM_LLAMA_CPP_THREADS, else the
@@ -173,7 +213,7 @@ class RuntimeSettings:
             "n_threads": threads,
             "n_threads_batch": self.n_threads_batch or threads,
             "n_batch": self.n_batch,
-            "n_ubatch": self.n_ubatch,
+            "n_ubatch": min(self.n_ubatch, self.n_batch),
             "n_gpu_layers": self.n_gpu_layers,
             "main_gpu": self.main_gpu,
             "flash_attn": self.flash_attn,
@@ -199,71 +239,31 @@ def threads_per_context(contexts: int, cores: int | None = None) -> int:
     return max(1, (available_cores() if cores is None else cores) // contexts)
 
 
-def _int(lo: int, hi: int) -> Callable[[str], int]:
-    def parse(v: str) -> int:
-        n = int(v)
-        if not lo <= n <= hi:
-            raise ValueError(f"must be between {lo} and {hi}")
-        return n
-
-    return parse
-
-
-def _bool(v: str) -> bool:
-    low = v.strip().lower()
-    if low in ("true", "1", "on", "yes", ""):
-        return True
-    if low in ("false", "0", "off", "no"):
-        return False
-    raise ValueError("must be true or false")
-
-
-# SM_LLAMA_CPP_<NAME> -> (RuntimeSettings field, parser). The stock server's flag is --<name-with-dashes>.
-_RUNTIME_VARS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "MODEL": ("model", str),
-    "CTX_SIZE": ("n_ctx", _int(256, 1 << 20)),
-    "THREADS": ("n_threads", _int(1, 1024)),
-    "THREADS_BATCH": ("n_threads_batch", _int(1, 1024)),
-    "BATCH_SIZE": ("n_batch", _int(1, 1 << 16)),
-    "UBATCH_SIZE": ("n_ubatch", _int(1, 1 << 16)),
-    "N_GPU_LAYERS": ("n_gpu_layers", _int(-1, 100_000)),
-    "MAIN_GPU": ("main_gpu", _int(0, 64)),
-    "FLASH_ATTN": ("flash_attn", _bool),
-    "MLOCK": ("use_mlock", _bool),
-}
+def runtime_variables() -> dict[str, str]:
+    """SM_LLAMA_CPP_* variable -> the RuntimeSettings field it sets."""
+    return {
+        SM_PREFIX + str(f.validation_alias): name
+        for name, f in RuntimeSettings.model_fields.items()
+        if isinstance(f.validation_alias, str)
+    }
 
 
 def runtime_from_env(env: Mapping[str, str] | None = None) -> RuntimeSettings:
+    """RuntimeSettings from the SM_LLAMA_CPP_* variables; an invalid value raises SettingsError naming it."""
     env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    ignored: list[str] = []
-    for key in sorted(env):
-        if not key.startswith(SM_PREFIX):
-            continue
-        name, raw = key[len(SM_PREFIX) :], env[key]
-        if name == "NO_MMAP":
-            try:
-                values["use_mmap"] = not _bool(raw)
-            except ValueError as e:
-                raise SettingsError(f"{key}={raw!r}: {e}") from None
-            continue
-        if name not in _RUNTIME_VARS:
-            ignored.append(key)
-            continue
-        attr, parse = _RUNTIME_VARS[name]
-        try:
-            values[attr] = parse(raw)
-        except ValueError as e:
-            raise SettingsError(f"{key}={raw!r}: {e}") from None
-    if values.get("n_ubatch", 0) > values.get("n_batch", RuntimeSettings.n_batch):
-        values["n_ubatch"] = values.get("n_batch", RuntimeSettings.n_batch)
-    return RuntimeSettings(**values, ignored=tuple(ignored))
+    known = runtime_variables()
+    given = {key: env[key] for key in sorted(env) if key.startswith(SM_PREFIX)}
+    values = {key[len(SM_PREFIX) :]: raw for key, raw in given.items() if key in known}
+    try:
+        return RuntimeSettings.model_validate({**values, "ignored": tuple(k for k in given if k not in known)})
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = SM_PREFIX + str(first["loc"][0])
+        raise SettingsError(f"{key}={given.get(key)!r}: {first['msg']}") from None
 
 
 def load_adapter_settings() -> AdapterSettings:
     """AdapterSettings from the environment, with an error that names the variable."""
-    from pydantic import ValidationError
-
     try:
         return AdapterSettings()
     except ValidationError as e:
