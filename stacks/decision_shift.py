@@ -176,12 +176,13 @@ class DecisionShiftAlarms(Construct):
         datapoints_to_alarm: int,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.endpoint_name = endpoint_name
         self.shift = shift
         self.namespace = namespace
         self.period = period
         self._m_of_n = (evaluation_periods, datapoints_to_alarm)
         self.filters: dict[str, logs.MetricFilter] = {}
-        actions = {
+        self.actions = actions = {
             a: self._sum(ACTION_METRICS[a], decision_pattern(f), f"$.{f}", log_group) for a, f in ACTION_FIELDS.items()
         }
         self.alarms: dict[str, cloudwatch.Alarm] = {}
@@ -245,6 +246,26 @@ class DecisionShiftAlarms(Construct):
                 description=f"{endpoint_name}: under policy {version}, the mean label mass is below "
                 f"{shift.min_mean_label_mass:g} (the model puts its probability outside the declared options)",
             )
+
+    def widget(self) -> cloudwatch.GraphWidget:
+        """The watched version's action shares beside the distance the action alarm reads."""
+        answers = " + ".join(ACTION_FIELDS)
+        shares: list[cloudwatch.IMetric] = [
+            cloudwatch.MathExpression(
+                expression=f"100 * {a} / ({answers})",
+                using_metrics=dict(self.actions),
+                period=self.period,
+                label=f"{a} (% of answers; certified {100 * share:.1f})",
+            )
+            for a, share in self.shift.certified.actions.items()
+        ]
+        return cloudwatch.GraphWidget(
+            title=f"{self.endpoint_name}: decisions under policy {self.shift.policy_version}",
+            left=shares,
+            left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
+            right=[self.alarms["actions"].metric],
+            width=24,
+        )
 
     @property
     def rollback_alarms(self) -> list[cloudwatch.Alarm]:

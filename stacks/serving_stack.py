@@ -160,6 +160,9 @@ class ServingStack(cdk.Stack):
         dashboard = build_dashboard(
             self, environment=config.name, endpoints=[d.alarms for d in self.endpoints.values()]
         )
+        for deployed in self.endpoints.values():
+            if deployed.decision_shift is not None:
+                dashboard.add_widgets(deployed.decision_shift.widget())
         cdk.CfnOutput(
             self,
             "DashboardUrl",

@@ -194,6 +194,14 @@ def test_decision_lines_become_metrics_per_policy_and_shift_alarms_join_the_roll
         assert (mass["Threshold"], mass["ComparisonOperator"]) == (0.5, "LessThanThreshold")
 
 
+def test_the_dashboard_shows_each_endpoints_decisions_under_the_watched_policy(loop: dict[str, Any]) -> None:
+    (dashboard,) = of_type(loop["Serving"], "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["DashboardBody"])
+    for endpoint in ("decision-prod-cpu", "decision-prod-gpu"):
+        assert f"{endpoint}: decisions under policy {POLICY}" in body
+    assert "automate (% of answers; certified 50.0)" in body
+
+
 def test_the_loop_templates_have_no_cfn_lint_errors(loop: dict[str, Any]) -> None:
     for path in sorted(Path(loop["outdir"]).glob("*.template.json")):
         matches = lint_file(path, ManualArgs(regions=["us-west-2"]))
