@@ -118,9 +118,7 @@ class OptionMix(BaseModel):
 
     type: QuestionType
     cases: int = Field(ge=1)
-    options: list[str] = Field(
-        min_length=2, description="The question's options in declared order (noul: yes, no)."
-    )
+    options: list[str] = Field(min_length=2, description="The question's options in declared order (noul: yes, no).")
     shares: list[float] = Field(description="Share of the cases that picked each option, in the same order.")
 
     @model_validator(mode="after")
