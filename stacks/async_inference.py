@@ -25,27 +25,22 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from stacks.autoscaling import SERVICE_LINKED_ROLE
+from stacks.autoscaling import variant_scalable_target
 from stacks.bulk_config import AsyncEndpoint
-from stacks.endpoint import (
-    acknowledge_unscoped_actions,
-    decision_model,
-    endpoint_log_group,
-    logs_and_metrics_statements,
-)
-from stacks.endpoint_config import CpuEndpoint, GpuEndpoint, has_local_nvme
+from stacks.endpoint import SageMakerEndpoint, decision_model
+from stacks.endpoint_config import CpuEndpoint, GpuEndpoint
+from stacks.instance_types import has_local_nvme
 from stacks.nag import acknowledge, object_finding
 
 INPUT_PREFIX = "async/input/"
 OUTPUT_PREFIX = "async/output/"
 FAILURE_PREFIX = "async/failure/"
-VARIANT_NAME = "AllTraffic"
 SAGEMAKER = "AWS/SageMaker"
 BACKLOG_PER_INSTANCE = "ApproximateBacklogSizePerInstance"
 BACKLOG_WITHOUT_CAPACITY = "HasBacklogWithoutCapacity"
 
 
-class AsyncDecisionEndpoint(Construct):
+class AsyncDecisionEndpoint(SageMakerEndpoint):
     """Role, log group, model, endpoint config with AsyncInferenceConfig, endpoint, topics and scaling."""
 
     def __init__(
@@ -67,22 +62,16 @@ class AsyncDecisionEndpoint(Construct):
         log_retention: logs.RetentionDays,
         removal_policy: cdk.RemovalPolicy,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.endpoint_name = endpoint_name
-        self.variant_name = VARIANT_NAME
+        super().__init__(
+            scope, construct_id, endpoint_name=endpoint_name, log_retention=log_retention, removal_policy=removal_policy
+        )
         self.settings = settings
         self.input_uri = f"s3://{bucket.bucket_name}/{INPUT_PREFIX}"
         self.output_uri = f"s3://{bucket.bucket_name}/{OUTPUT_PREFIX}"
         self.failure_uri = f"s3://{bucket.bucket_name}/{FAILURE_PREFIX}"
-        self.log_group = endpoint_log_group(self, endpoint_name, log_retention, removal_policy)
         self.success_topic = self._topic("SuccessTopic", f"{endpoint_name}: answers written", key)
         self.error_topic = self._topic("ErrorTopic", f"{endpoint_name}: requests failed", key)
-        self.role = iam.Role(
-            self,
-            "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"SageMaker execution role of the {endpoint_name} asynchronous endpoint",
-        )
+        self.role = self.execution_role(f"SageMaker execution role of the {endpoint_name} asynchronous endpoint")
         self._grant(bucket, model_object_arn, repository, key)
 
         self.model = decision_model(
@@ -98,7 +87,7 @@ class AsyncDecisionEndpoint(Construct):
             "Config",
             production_variants=[
                 sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-                    variant_name=VARIANT_NAME,
+                    variant_name=self.variant_name,
                     model_name=self.model.attr_model_name,
                     # An endpoint starts with one instance; autoscaling takes it to zero when idle.
                     initial_instance_count=1,
@@ -160,23 +149,9 @@ class AsyncDecisionEndpoint(Construct):
 
     def _scale(self) -> None:
         s = self.settings
-        service_linked_role = iam.Role.from_role_arn(
-            self,
-            "ServiceLinkedRole",
-            cdk.Stack.of(self).format_arn(service="iam", region="", resource="role", resource_name=SERVICE_LINKED_ROLE),
-            mutable=False,
+        self.scaling_target = variant_scalable_target(
+            self, "ScalingTarget", self, min_capacity=0, max_capacity=s.max_instances
         )
-        self.scaling_target = appscaling.ScalableTarget(
-            self,
-            "ScalingTarget",
-            service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
-            resource_id=f"endpoint/{self.endpoint_name}/variant/{self.variant_name}",
-            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
-            min_capacity=0,
-            max_capacity=s.max_instances,
-            role=service_linked_role,
-        )
-        self.scaling_target.node.add_dependency(self.endpoint)
         # Scales out with the queue and in to zero once it is empty; it cannot scale out from zero, since
         # a backlog per instance needs an instance.
         self.backlog_policy = self.scaling_target.scale_to_track_metric(
@@ -217,7 +192,6 @@ class AsyncDecisionEndpoint(Construct):
             }
 
         statements = [
-            *logs_and_metrics_statements(self, self.log_group),
             iam.PolicyStatement(
                 actions=["s3:GetObject"], resources=[model_object_arn, bucket.arn_for_objects(f"{INPUT_PREFIX}*")]
             ),
@@ -241,4 +215,3 @@ class AsyncDecisionEndpoint(Construct):
                 "Asynchronous requests are read from async/input/ and answered under async/output/ and "
                 "async/failure/ with object names chosen per request, so each grant is one prefix",
             )
-        acknowledge_unscoped_actions(self.role)

@@ -7,13 +7,40 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from stacks.endpoint import ServingEndpoint
+from stacks.endpoint import SageMakerEndpoint, ServingEndpoint
 from stacks.endpoint_config import Autoscaling
 
 SERVICE_LINKED_ROLE = (
     "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
     "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
 )
+
+
+def variant_scalable_target(
+    scope: Construct, construct_id: str, endpoint: SageMakerEndpoint, *, min_capacity: int, max_capacity: int
+) -> appscaling.ScalableTarget:
+    """The endpoint variant's instance count as a scalable target, registered once the endpoint exists."""
+    # Application Auto Scaling acts for SageMaker through its service-linked role (created on first
+    # use), not through a role of ours: naming it stops CDK from adding an unused one.
+    service_linked_role = iam.Role.from_role_arn(
+        scope,
+        "ServiceLinkedRole",
+        cdk.Stack.of(scope).format_arn(service="iam", region="", resource="role", resource_name=SERVICE_LINKED_ROLE),
+        mutable=False,
+    )
+    target = appscaling.ScalableTarget(
+        scope,
+        construct_id,
+        service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
+        resource_id=f"endpoint/{endpoint.endpoint_name}/variant/{endpoint.variant_name}",
+        scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+        min_capacity=min_capacity,
+        max_capacity=max_capacity,
+        role=service_linked_role,
+    )
+    # The variant exists only once the endpoint is in service.
+    target.node.add_dependency(endpoint.endpoint)
+    return target
 
 
 class EndpointAutoscaling(Construct):
@@ -31,31 +58,9 @@ class EndpointAutoscaling(Construct):
         self, scope: Construct, construct_id: str, *, endpoint: ServingEndpoint, settings: Autoscaling
     ) -> None:
         super().__init__(scope, construct_id)
-        # Application Auto Scaling acts for SageMaker through its service-linked role (created on first
-        # use), not through a role of ours: naming it stops CDK from adding an unused one.
-        service_linked_role = iam.Role.from_role_arn(
-            self,
-            "ServiceLinkedRole",
-            cdk.Stack.of(self).format_arn(
-                service="iam",
-                region="",
-                resource="role",
-                resource_name=SERVICE_LINKED_ROLE,
-            ),
-            mutable=False,
+        self.target = variant_scalable_target(
+            self, "Target", endpoint, min_capacity=settings.min_instances, max_capacity=settings.max_instances
         )
-        self.target = appscaling.ScalableTarget(
-            self,
-            "Target",
-            service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
-            resource_id=f"endpoint/{endpoint.endpoint_name}/variant/{endpoint.variant_name}",
-            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
-            min_capacity=settings.min_instances,
-            max_capacity=settings.max_instances,
-            role=service_linked_role,
-        )
-        # The variant exists only once the endpoint is in service.
-        self.target.node.add_dependency(endpoint.endpoint)
         self.policy = self.target.scale_to_track_metric(
             "ConcurrentRequestsPerModel",
             target_value=settings.target_concurrent_requests_per_instance,

@@ -26,7 +26,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from stacks.bulk_config import BatchTransform
-from stacks.endpoint_config import has_local_nvme
+from stacks.instance_types import has_local_nvme
 from stacks.nag import acknowledge, arn_prefix, object_finding
 
 INPUT_PREFIX = "batch/input/"

@@ -7,21 +7,18 @@ Both run the decision image and model artifact of one enabled decision endpoint 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo
 
-from stacks.endpoint_config import is_gpu_instance
+from stacks.instance_types import InstanceType, instance_kind, is_gpu_instance
 
 # Keys in cdk.json; `async` is a Python keyword, so EnvironmentConfig holds it as async_inference.
 BULK_SECTIONS = ("batch", "async")
 # The adapter refuses bodies over DECISION_MAX_BODY_BYTES (6 MiB by default): a mini-batch must fit in it.
 MAX_PAYLOAD_MB = 6
-_INSTANCE_TYPE = r"^ml\.[a-z][a-z0-9-]*\.[a-z0-9]+$"
 # Transform job names are at most 63 characters: "<env>-batch-" (up to 22) leaves 41 for the execution name.
 RUN_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,39}$"
-
-InstanceType = Annotated[str, Field(pattern=_INSTANCE_TYPE)]
 
 
 class _Frozen(BaseModel):
@@ -103,7 +100,7 @@ def check_runs_on(section: BulkSection | None, info: ValidationInfo) -> BulkSect
     if endpoint is None:
         raise ValueError(f"model {section.model!r} names a decision endpoint section that is not enabled")
     if is_gpu_instance(section.instance_type) != (section.model == "gpu"):
-        kind = "a GPU (ml.g*/ml.p*)" if section.model == "gpu" else "a CPU (not ml.g*/ml.p*)"
+        kind = instance_kind(section.model == "gpu")
         raise ValueError(f"instance_type {section.instance_type} is not {kind} instance type, as model needs")
     settings = _DecisionSection.model_validate(endpoint, from_attributes=True)
     capacity, in_flight = settings.max_concurrency + settings.max_queue, section.in_flight

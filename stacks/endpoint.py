@@ -23,8 +23,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint, has_local_nvme
+from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import deployment_config
+from stacks.instance_types import has_local_nvme
 from stacks.nag import acknowledge
 from stacks.shadow import ShadowCandidate, ShadowModel, shadow_variant
 
@@ -113,7 +114,38 @@ def decision_model(
     return model
 
 
-class ServingEndpoint(Construct):
+class SageMakerEndpoint(Construct):
+    """The opening every endpoint construct shares: its stable name, its one variant, its log group, and
+    (`execution_role`) the role its container runs as. Subclasses set `endpoint`."""
+
+    endpoint: sagemaker.CfnEndpoint
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        log_retention: logs.RetentionDays,
+        removal_policy: cdk.RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.endpoint_name = endpoint_name
+        self.variant_name = VARIANT_NAME
+        self.log_group = endpoint_log_group(self, endpoint_name, log_retention, removal_policy)
+
+    def execution_role(self, description: str) -> iam.Role:
+        """SageMaker's role for the container, allowed its log group and metrics; callers add their grants."""
+        role = iam.Role(
+            self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"), description=description
+        )
+        for statement in logs_and_metrics_statements(self, self.log_group):
+            role.add_to_policy(statement)
+        acknowledge_unscoped_actions(role)
+        return role
+
+
+class ServingEndpoint(SageMakerEndpoint):
     """The stack grants the role its model object, repository and key; this construct wires the rest."""
 
     def __init__(
@@ -133,20 +165,11 @@ class ServingEndpoint(Construct):
         data_capture: sagemaker.CfnEndpointConfig.DataCaptureConfigProperty | None = None,
         shadow: ShadowModel | None = None,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.endpoint_name = endpoint_name
-        self.variant_name = VARIANT_NAME
-        self.settings = settings
-        self.log_group = endpoint_log_group(self, endpoint_name, log_retention, removal_policy)
-        self.role = iam.Role(
-            self,
-            "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"SageMaker execution role of the {endpoint_name} endpoint",
+        super().__init__(
+            scope, construct_id, endpoint_name=endpoint_name, log_retention=log_retention, removal_policy=removal_policy
         )
-        for statement in logs_and_metrics_statements(self, self.log_group):
-            self.role.add_to_policy(statement)
-        acknowledge_unscoped_actions(self.role)
+        self.settings = settings
+        self.role = self.execution_role(f"SageMaker execution role of the {endpoint_name} endpoint")
         self.model = decision_model(
             self, self.role, image=image, model_data_url=model_data_url, environment=environment
         )

@@ -6,39 +6,13 @@ what one section can see of itself (instance families, the pool, the fleet its d
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from stacks.gpu_build import check_cuda_coverage
 from stacks.guardrails import Deployment
+from stacks.instance_types import InstanceType, check_cuda_coverage, has_local_nvme, instance_kind, is_gpu_instance
 from stacks.shadow import ShadowCandidate, refuse_rolling
-
-# Families whose instances carry local NVMe instance storage. SageMaker rejects an endpoint config
-# with a KmsKeyId (volume encryption) for them: their storage is hardware-encrypted instead. Families
-# with a "d" after the generation (m5d, c6id, g4dn, ...) have it too; see `has_local_nvme`.
-_NVME_FAMILIES = frozenset(
-    {"g5", "g6", "g6e", "g7e", "p4d", "p4de", "p5", "p5e", "p5en", "p6", "trn1", "trn1n", "trn2"}
-)
-_D_SUFFIX = re.compile(r"^[a-z]+\d+[a-z]*d[a-z]*$")
-
-_INSTANCE_TYPE = r"^ml\.[a-z][a-z0-9-]*\.[a-z0-9]+$"
-
-InstanceType = Annotated[str, Field(pattern=_INSTANCE_TYPE)]
-
-
-def instance_family(instance_type: str) -> str:
-    return instance_type.split(".")[1]
-
-
-def is_gpu_instance(instance_type: str) -> bool:
-    return instance_family(instance_type)[0] in ("g", "p")
-
-
-def has_local_nvme(instance_type: str) -> bool:
-    family = instance_family(instance_type)
-    return family in _NVME_FAMILIES or _D_SUFFIX.match(family) is not None
 
 
 class _Frozen(BaseModel):
@@ -177,8 +151,7 @@ class _DecisionEndpoint(_Endpoint):
 
 def _check_family(value: str, *, gpu: bool) -> str:
     if is_gpu_instance(value) != gpu:
-        kind = "a GPU (ml.g*/ml.p*)" if gpu else "a CPU (not ml.g*/ml.p*)"
-        raise ValueError(f"{value} is not {kind} instance type")
+        raise ValueError(f"{value} is not {instance_kind(gpu)} instance type")
     return value
 
 

@@ -10,7 +10,7 @@ import pytest
 from app import build_app
 from stacks.config import ConfigError, EnvironmentConfig, load_environment
 from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS
-from stacks.endpoint_config import has_local_nvme
+from stacks.instance_types import has_local_nvme
 from tests.cdk_support import cdk_context
 
 
