@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo
+from pydantic import BaseModel, Field, ValidationInfo
 
+from stacks.config_base import FrozenConfig
 from stacks.instance_types import InstanceType, instance_kind, is_gpu_instance
 
 # Keys in cdk.json; `async` is a Python keyword, so EnvironmentConfig holds it as async_inference.
@@ -21,11 +22,7 @@ MAX_PAYLOAD_MB = 6
 RUN_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,39}$"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-class BatchSchedule(_Frozen):
+class BatchSchedule(FrozenConfig):
     """An EventBridge Scheduler schedule that starts the state machine on batch/input/<run>/."""
 
     expression: str = Field(
@@ -35,7 +32,7 @@ class BatchSchedule(_Frozen):
     run: str = Field(default="scheduled", pattern=RUN_NAME, description="Input folder transformed: batch/input/<run>/.")
 
 
-class _Bulk(_Frozen):
+class _Bulk(FrozenConfig):
     enabled: Literal[True]
     model: Literal["cpu", "gpu"] = Field(
         default="cpu", description="The decision endpoint section whose image, artifact and settings are run."

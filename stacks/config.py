@@ -18,10 +18,11 @@ from aws_cdk import aws_logs as logs
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from stacks.bulk_config import BULK_SECTIONS, AsyncEndpoint, BatchTransform, check_runs_on
+from stacks.config_base import FrozenConfig
 from stacks.data_capture import DataCapture
 from stacks.decision_shift import DecisionShift, rollback_alarm_count
 from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
-from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint, _Frozen
+from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import MAX_ROLLBACK_ALARMS, Deployment
 
 DEFAULT_ENVIRONMENT = "dev"
@@ -74,7 +75,7 @@ class ConfigError(ValueError):
     """The cdk.json context is wrong; every line of the message starts with the key at fault."""
 
 
-class DlcImages(_Frozen):
+class DlcImages(FrozenConfig):
     """The AWS llama.cpp Deep Learning Containers the images derive from, pinned by digest (never a tag)."""
 
     registry_account: str = Field(
@@ -88,7 +89,7 @@ class DlcImages(_Frozen):
         return self.cuda_digest if flavour == "cuda" else self.cpu_digest
 
 
-class ImageRepository(_Frozen):
+class ImageRepository(FrozenConfig):
     # null (or absent: CDK's context drops nulls) keeps every image
     keep_images: int | None = Field(
         default=None, ge=2, le=1000, description="Newest images kept, older ones expire; null keeps every image."
@@ -96,7 +97,7 @@ class ImageRepository(_Frozen):
     untagged_expiry_days: int = Field(ge=1, le=3650, description="Days before an untagged image expires.")
 
 
-class ModelArtifact(_Frozen):
+class ModelArtifact(FrozenConfig):
     s3_key: str = Field(
         pattern=r"^[A-Za-z0-9!_.*'()/-]+\.tar\.gz$", description="Key of model.tar.gz in the model bucket."
     )
@@ -119,7 +120,7 @@ class ModelArtifact(_Frozen):
         return key
 
 
-class Alarms(_Frozen):
+class Alarms(FrozenConfig):
     emails: tuple[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")], ...] = Field(default=())
     topic_arn: str | None = Field(
         default=None,
@@ -168,7 +169,7 @@ class Alarms(_Frozen):
         return band
 
 
-class EnvironmentConfig(_Frozen):
+class EnvironmentConfig(FrozenConfig):
     name: str
     account: str | None = Field(default=None, pattern=r"^\d{12}$", description="Pins the account; null: any account.")
     region: str = Field(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")

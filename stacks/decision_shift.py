@@ -25,7 +25,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_logs as logs
 from constructs import Construct
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from stacks.config_base import FrozenConfig
 
 MAX_ALARM_METRICS = 10  # a metric math alarm reads at most 10 metrics (CloudWatch's hard limit)
 POLICY_DIMENSION = "Policy"
@@ -41,11 +43,7 @@ Hex16 = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-class OptionShares(_Frozen):
+class OptionShares(FrozenConfig):
     """One question's option mix on the certifying cases (decision_adapter.policy.OptionMix)."""
 
     type: Literal["noul", "choice", "score"]
@@ -60,7 +58,7 @@ class OptionShares(_Frozen):
         return self
 
 
-class CertifiedShares(_Frozen):
+class CertifiedShares(FrozenConfig):
     """The policy's `certified_mix` block (decision_adapter.policy.CertifiedMix), as cdk.json holds it."""
 
     cases: int = Field(ge=1)
@@ -74,7 +72,7 @@ class CertifiedShares(_Frozen):
         return self
 
 
-class DecisionShift(_Frozen):
+class DecisionShift(FrozenConfig):
     enabled: bool
     policy_version: Hex16 = Field(description="The served policy's version (x_run.policy) the alarms watch.")
     certified: CertifiedShares = Field(description="Copied from that policy's certified_mix.")

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
+from stacks.config_base import FrozenConfig
 from stacks.guardrails import Deployment
 from stacks.instance_types import InstanceType, check_cuda_coverage, has_local_nvme, instance_kind, is_gpu_instance
 from stacks.shadow import ShadowCandidate, refuse_rolling
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-class Autoscaling(_Frozen):
+class Autoscaling(FrozenConfig):
     enabled: bool = Field(
         description="Register the variant with Application Auto Scaling. Switch off for one deployment before an "
         "instance type change: SageMaker refuses to change the instance type of a registered variant."
@@ -44,7 +41,7 @@ class Autoscaling(_Frozen):
         return value
 
 
-class _Endpoint(_Frozen):
+class _Endpoint(FrozenConfig):
     """Settings shared by every endpoint; `enabled: false` sections are not validated beyond that flag."""
 
     enabled: Literal[True]

@@ -1,0 +1,11 @@
+"""The base of every cdk.json section's model: frozen, strict, and no key the schema does not name."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class FrozenConfig(BaseModel):
+    """A validated cdk.json section: immutable once loaded, strict types, unknown keys refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
