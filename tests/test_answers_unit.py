@@ -1,0 +1,168 @@
+"""The decision response from hand-built scored options (answers.decision_response), per question type.
+
+No model, no engine: each answer is checked against the contract's pure functions (contract.py, the oracle) and
+against one case computed by hand per type. The same responses from the real model are tested in
+test_adapter_response.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from decision_adapter import contract
+from decision_adapter.answers import decision_response
+from decision_adapter.engine import DecisionOutcome, Scored
+from decision_adapter.schemas import (
+    AnyQuestion,
+    CalibrationInForce,
+    ChoiceAnswer,
+    DecisionRequest,
+    DecisionResponse,
+    Hardware,
+    NoulAnswer,
+    RunRecord,
+    ScoreAnswer,
+)
+
+RUN = RunRecord(
+    model_file="m.gguf",
+    model_sha256="0" * 64,
+    model_name="m",
+    llama_cpp_python="0.3.36",
+    llama_cpp_build="b1",
+    adapter="0",
+    image_digest="local",
+    instance_types="local",
+    hardware=Hardware(cpu="cpu", logical_cpus=2, threads=2, machine="x86_64", gpus=[]),
+    n_gpu_layers=0,
+    prompt_template="generic-v2/plain",
+    order_debias=True,
+    calibration=CalibrationInForce(source="identity", temperature={"noul": 1.0, "choice": 1.0, "score": 1.0}),
+    request_id="r1",
+    state_source="computed",
+)
+TEAM: dict[str, Any] = {"type": "choice", "criteria": {"billing": "payments", "sales": None, "legal": None}}
+ANGER: dict[str, Any] = {"type": "score", "criteria": ["Calm", {"level": "cross", "note": "très"}, "Very angry"]}
+URGENT: dict[str, Any] = {"type": "noul", "x_slot_probabilities": True}
+
+
+def scored(keys: list[str], probs: list[float], **extra: Any) -> Scored:
+    return Scored(keys, probs, options_sha256="ab" * 8, suffix_tokens=7, orders=2, **extra)
+
+
+def respond(questions: dict[str, dict[str, Any]], answers: dict[str, Scored], **outcome: Any) -> DecisionResponse:
+    parsed: dict[str, AnyQuestion] = dict(
+        DecisionRequest.model_validate({"state": "s", "questions": questions}).questions
+    )
+    decided = DecisionOutcome(
+        answers,
+        input_tokens=outcome.get("input_tokens", 40),
+        evaluated_tokens=outcome.get("evaluated_tokens", 30),
+        state_source="computed",
+        timings_ms={"tokenize": 0.5, "state": 10.25, "questions": 3.0},
+    )
+    return decision_response(model="m", questions=parsed, outcome=decided, run=RUN, total_ms=outcome.get("total", 14.0))
+
+
+def answer(question: dict[str, Any], keys: list[str], probs: list[float], **extra: Any) -> Any:
+    return respond({"q": question}, {"q": scored(keys, probs, **extra)}).answers["q"]
+
+
+def test_noul_is_the_probability_of_yes_and_has_no_confidence() -> None:
+    noul = answer(URGENT, ["true", "false"], [0.8, 0.2], slot_probabilities=[[0.7, 0.3], [0.1, 0.9]])
+    assert isinstance(noul, NoulAnswer) and (noul.type, noul.noul) == ("noul", 0.8)
+    wire = noul.model_dump(exclude_none=True)
+    assert "confidence" not in wire and "probabilities" not in wire
+    assert wire["x_slot_probabilities"] == [[0.7, 0.3], [0.1, 0.9]]  # asked for by the question
+
+
+def test_choice_picks_the_argmax_with_the_contract_confidence() -> None:
+    choice = answer(TEAM, ["billing", "sales", "legal"], [0.2, 0.7, 0.1])
+    assert isinstance(choice, ChoiceAnswer) and choice.choice == "sales"
+    assert choice.probabilities == {"billing": 0.2, "sales": 0.7, "legal": 0.1}
+    assert list(choice.probabilities) == ["billing", "sales", "legal"]  # the request's option order
+    assert choice.confidence == pytest.approx((0.7 - 1 / 3) / (1 - 1 / 3)) == pytest.approx(0.55)
+    assert choice.confidence == contract.choice_confidence([0.2, 0.7, 0.1])
+    assert contract.is_distribution(list(choice.probabilities.values()))
+
+
+def test_a_tie_picks_the_first_declared_option() -> None:
+    assert answer(TEAM, ["billing", "sales", "legal"], [0.1, 0.45, 0.45]).choice == "sales"
+    uniform = answer(TEAM, ["billing", "sales", "legal"], [1 / 3, 1 / 3, 1 / 3])
+    assert uniform.choice == "billing" and uniform.confidence == pytest.approx(0.0, abs=1e-12)
+    assert uniform.x_margin == 0.0
+
+
+def test_score_is_the_expected_level_with_its_legend_and_confidence() -> None:
+    score = answer(ANGER, ["0", "1", "2"], [0.1, 0.6, 0.3])
+    assert isinstance(score, ScoreAnswer)
+    assert score.score == pytest.approx(0 * 0.1 + 1 * 0.6 + 2 * 0.3) == pytest.approx(1.2)
+    # mode 1, spread 0.1 * 1 + 0.3 * 1 = 0.4, D = (1 + 0 + 1) / 3: 1 - 0.4 / (2/3) = 0.4
+    assert score.confidence == pytest.approx(0.4) and score.confidence == contract.score_confidence([0.1, 0.6, 0.3])
+    assert score.probabilities == {"0": 0.1, "1": 0.6, "2": 0.3}
+    assert score.legend == {
+        "0": "Calm",
+        "1": json.dumps({"level": "cross", "note": "très"}, ensure_ascii=False),
+        "2": "Very angry",
+    }
+    assert score.legend["1"] == '{"level": "cross", "note": "très"}'  # a structured level as its JSON text
+
+
+@pytest.mark.parametrize(
+    "probs",
+    [[0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 1.0, 0.0], [0.5, 0.0, 0.0, 0.5], [0.05, 0.15, 0.3, 0.5]],
+)
+def test_score_answers_follow_the_contract_formulas(probs: list[float]) -> None:
+    four = {"type": "score", "criteria": ["a", "b", "c", "d"]}
+    score = answer(four, ["0", "1", "2", "3"], probs)
+    assert score.score == pytest.approx(sum(i * p for i, p in enumerate(probs)))
+    assert score.score == contract.score_expectation(probs)
+    assert score.confidence == contract.score_confidence(probs)
+    assert 0.0 <= score.confidence <= 1.0
+
+
+def test_every_answer_carries_its_extension_fields() -> None:
+    choice = answer(
+        TEAM,
+        ["billing", "sales", "legal"],
+        [0.6123456789, 0.3, 0.0876543211],
+        label_mass=0.42,
+        out_of_scope=0.05,
+        orders_read=["given", "reversed"],
+        slot_probabilities=[[0.5, 0.3, 0.2]],
+    )
+    assert choice.x_margin == round(0.6123456789 - 0.3, 6) == 0.312346
+    assert (choice.x_options_sha256, choice.x_orders, choice.x_orders_read) == ("ab" * 8, 2, ["given", "reversed"])
+    assert (choice.x_label_mass, choice.x_out_of_scope) == (0.42, 0.05)
+    assert choice.x_slot_probabilities is None  # not asked for by this question
+    assert (choice.x_action, choice.x_action_reason) == (None, None)  # no policy served
+    assert answer(TEAM, ["billing", "sales", "legal"], [0.6, 0.3, 0.1]).x_orders_read is None  # none recorded
+
+
+def test_the_response_keeps_the_question_order_usage_and_timings() -> None:
+    questions = {"urgent": URGENT, "team": TEAM, "anger": ANGER}
+    answers = {  # the engine's order need not be the request's
+        "anger": scored(["0", "1", "2"], [0.2, 0.5, 0.3]),
+        "team": scored(["billing", "sales", "legal"], [0.5, 0.3, 0.2]),
+        "urgent": scored(["true", "false"], [0.9, 0.1]),
+    }
+    response = respond(questions, answers, input_tokens=304, evaluated_tokens=120, total=14.056)
+    assert list(response.answers) == ["urgent", "team", "anger"]
+    assert [a.type for a in response.answers.values()] == ["noul", "choice", "score"]
+    assert (response.model, response.usage.input_tokens, response.usage.output_tokens) == ("m", 304, 0)
+    assert response.x_evaluated_tokens == 120 and response.x_run == RUN
+    assert response.x_timing_ms is not None
+    assert response.x_timing_ms.model_dump() == {"tokenize": 0.5, "state": 10.25, "questions": 3.0, "total": 14.06}
+    wire = response.model_dump(mode="json", exclude_none=True)
+    assert list(wire["answers"]["team"]) == [
+        "type",
+        "choice",
+        "probabilities",
+        "confidence",
+        "x_margin",
+        "x_options_sha256",
+        "x_orders",
+    ]
+    assert all(k.startswith("x_") for k in list(wire)[3:]) and list(wire)[:3] == ["model", "answers", "usage"]
