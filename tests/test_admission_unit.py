@@ -201,11 +201,6 @@ def test_a_running_request_cancelled_keeps_its_permit_until_its_work_ends() -> N
     asyncio.run(scenario())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect in Lane.run: a plain asyncio cancel (task.cancel, asyncio.wait_for) returns the context to "
-    "the idle queue while anyio's worker thread still runs on it, so a second request runs on the same context",
-)
 def test_a_running_request_cancelled_by_asyncio_keeps_its_context_until_its_work_ends() -> None:
     async def scenario() -> None:
         lane: Lane[str] = Lane("decisions", ["c"], max_queue=1)

@@ -112,13 +112,22 @@ class Lane(Generic[E]):
             raise err
         try:
             context = await self._idle.get()
-            start = self._clock()
-            try:
-                return await anyio.to_thread.run_sync(fn, context)
-            finally:
-                self.service.observe(self._clock() - start)
-                self._idle.put_nowait(context)
+        except BaseException:
+            self._release()
+            raise
+        start = self._clock()
+        work = asyncio.ensure_future(anyio.to_thread.run_sync(fn, context))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            # The caller stopped waiting, but the worker thread goes on using the context: hold the context and
+            # the permit until the work has ended, so no second request runs on a context still in use.
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait({work})
+            raise
         finally:
+            self.service.observe(self._clock() - start)
+            self._idle.put_nowait(context)
             self._release()
 
     async def _permit(self) -> bool:
