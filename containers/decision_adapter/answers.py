@@ -1,29 +1,15 @@
-"""The decision response built from the engine's scored options: the one place an answer takes its shape,
-and where a served threshold policy gives each answer its action."""
+"""The decision response built from the engine's scored options (each answer in its type's shape, from
+question_types.py), and where a served threshold policy gives each answer its action."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
-
-import numpy as np
 
 from . import contract
 from .engine import DecisionOutcome, Scored
 from .policy import Policy, verdict
-from .schemas import (
-    Answer,
-    AnyQuestion,
-    ChoiceAnswer,
-    ChoiceQuestion,
-    DecisionResponse,
-    NoulAnswer,
-    NoulQuestion,
-    RunRecord,
-    ScoreAnswer,
-    Timings,
-    Usage,
-)
+from .question_types import kind_of
+from .schemas import Answer, AnyQuestion, DecisionResponse, RunRecord, Timings, Usage
 
 
 def decision_response(
@@ -77,23 +63,5 @@ def answer_of(
             out_of_scope=scored.out_of_scope,
         )
         extensions |= {"x_action": taken.action, "x_action_reason": taken.reason}
-    if isinstance(question, NoulQuestion):
-        return NoulAnswer(noul=probs[0], **extensions)
-    if isinstance(question, ChoiceQuestion):
-        return ChoiceAnswer(
-            choice=scored.keys[int(np.argmax(probs))],
-            probabilities=dict(zip(scored.keys, probs, strict=True)),
-            confidence=contract.choice_confidence(probs),
-            **extensions,
-        )
-    legend = {
-        str(i): (level if isinstance(level, str) else json.dumps(level, ensure_ascii=False))
-        for i, level in enumerate(question.criteria)
-    }
-    return ScoreAnswer(
-        score=contract.score_expectation(probs),
-        legend=legend,
-        probabilities={str(i): p for i, p in enumerate(probs)},
-        confidence=contract.score_confidence(probs),
-        **extensions,
-    )
+    answer: Answer = kind_of(question.type).answer(question, scored.keys, probs, extensions)
+    return answer

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal, get_args
 
-QUESTION_TYPES = ("noul", "choice", "score")
+# The question types, named once; each is defined in question_types.py (its models are in schemas.py).
+QuestionType = Literal["noul", "choice", "score"]
+QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"

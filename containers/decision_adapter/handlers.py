@@ -17,15 +17,8 @@ from .engine import DecisionOutcome
 from .errors import ModelNotServed
 from .events import requests_log
 from .policy import ACTION_COUNT_FIELDS
-from .schemas import (
-    ChatCompletionRequest,
-    ChoiceAnswer,
-    DecisionRequest,
-    DecisionResponse,
-    NoulAnswer,
-    RunRecord,
-    ScoreAnswer,
-)
+from .question_types import kind_of
+from .schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RunRecord
 from .service import ModelService
 
 IDENTITY_LOGGED = (
@@ -94,14 +87,7 @@ def _log_decision(
             "margin": answer.x_margin,
             "options_sha256": answer.x_options_sha256,
         }
-        if isinstance(answer, NoulAnswer):
-            item["noul"] = round(answer.noul, 4)
-        else:
-            if isinstance(answer, ChoiceAnswer):
-                item["choice"] = answer.choice
-            else:
-                item["score"] = answer.score
-            item["confidence"] = round(answer.confidence, 4)
+        item |= kind_of(answer.type).log_fields(answer)
         if answer.x_action is not None and s.policy is not None:  # and the band serving it: its key in the policy
             item["action"], item["action_reason"] = answer.x_action, answer.x_action_reason
             item["band"] = s.policy.band_name(answer.type, answer.x_options_sha256)
@@ -133,14 +119,10 @@ def _log_decision(
     requests_log.info(json.dumps(line, ensure_ascii=False, default=str))
 
 
-def picked_index(answer: NoulAnswer | ChoiceAnswer | ScoreAnswer) -> int:
+def picked_index(answer: Answer) -> int:
     """The option an answer picks, by its place among the declared options (noul: 0 yes, 1 no)."""
-    if isinstance(answer, NoulAnswer):
-        return 0 if answer.noul >= 0.5 else 1
-    if isinstance(answer, ChoiceAnswer):
-        return list(answer.probabilities).index(answer.choice)
-    probs = list(answer.probabilities.values())
-    return probs.index(max(probs))
+    picked: int = kind_of(answer.type).picked(answer)
+    return picked
 
 
 def shift_counts(response: DecisionResponse) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .contract import QuestionType
 from .policy import Policy, canonical_sha256
 
 SCHEMA = "decision-model-manifest/1"
@@ -55,7 +56,7 @@ class Calibration(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     method: Literal["temperature"] = "temperature"
-    temperature: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
+    temperature: dict[QuestionType, float] = Field(default_factory=dict)
     fitted_on: dict[str, Any] = Field(
         default_factory=dict, description="Provenance: data set, sizes, ECE before/after."
     )

@@ -23,21 +23,18 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .actions import Action, Reason
+from .contract import QuestionType
+from .question_types import kind_of
 from .signals import DebiasMode
 
 POLICY_SCHEMA: Final = "decision-policy/2"
 PolicySchema = Literal["decision-policy/1", "decision-policy/2"]  # /1: bands without certificates
-QuestionType = Literal["noul", "choice", "score"]
-Action = Literal["automate", "review", "abstain"]
-ACTIONS: tuple[Action, ...] = ("automate", "review", "abstain")
-# Why an answer got its action: its confidence in its question's own band or in its type's band, too little of
-# the model's probability on the labels, the model's pick of "none of these", or no band for its type.
-# "confidence_band" is what adapters before per-question bands sent; clients still read it, this one never sends it.
-Reason = Literal["question_band", "type_band", "low_label_mass", "out_of_scope", "not_measured", "confidence_band"]
+ACTIONS: tuple[Action, ...] = get_args(Action)
 BandSource = Literal["question", "type"]
 BAND_REASONS: dict[BandSource, Reason] = {"question": "question_band", "type": "type_band"}
 # The decision log line's per-request count of answers per action; the stack's metric filters sum these fields.
@@ -308,9 +305,7 @@ def seal(
 
 def confidence_of(qtype: str, probs: Sequence[float]) -> float:
     """The value thresholds apply to: the probability of the option the answer picks (see the module doc)."""
-    if qtype == "noul":
-        return max(probs[0], 1.0 - probs[0])
-    return max(probs)
+    return kind_of(qtype).picked_probability(probs)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
+from .actions import Action, Reason
 from .contract import DEFAULT_MODEL_ALIAS, MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
-from .policy import Action, Reason
 from .signals import DebiasMode
 
 # Text the caller may send wherever the contract says "description": a string, an object or an array.

@@ -14,11 +14,12 @@ from typing import Any
 
 from decision_adapter import contract
 from decision_adapter.gguf_metadata import Temperatures
-from decision_adapter.schemas import ChoiceAnswer, DecisionResponse, NoulAnswer, RunIdentity
+from decision_adapter.question_types import NOUL_OPTIONS as NOUL_OPTIONS  # noqa: PLC0414 (outcomes reads it here)
+from decision_adapter.question_types import kind_of, types_phrase
+from decision_adapter.schemas import DecisionResponse, RunIdentity
 from pydantic import ValidationError
 
 QUESTION_ID = "q"
-NOUL_OPTIONS = ("yes", "no")
 
 
 class CaseError(ValueError):
@@ -69,33 +70,6 @@ class Prediction:
         return cls(**{k: v for k, v in data.items() if k in fields})
 
 
-def _options(line_no: int, qtype: str, criteria: Any) -> tuple[str, ...]:
-    if qtype == "noul":
-        return NOUL_OPTIONS
-    if qtype == "choice":
-        limits = (contract.MIN_CHOICE_OPTIONS, contract.MAX_CHOICE_OPTIONS)
-        if not isinstance(criteria, dict) or not limits[0] <= len(criteria) <= limits[1]:
-            raise CaseError(f"line {line_no}: a choice question needs criteria as an object of 2 to 255 options")
-        return tuple(criteria)
-    if not isinstance(criteria, list) or not contract.MIN_SCORE_LEVELS <= len(criteria) <= contract.MAX_SCORE_LEVELS:
-        raise CaseError(f"line {line_no}: a score question needs criteria as an array of 2 to 10 levels")
-    return tuple(str(i) for i in range(len(criteria)))
-
-
-def _expected_index(line_no: int, qtype: str, expected: Any, options: Sequence[str]) -> int:
-    if qtype == "noul":
-        if not isinstance(expected, bool):
-            raise CaseError(f"line {line_no}: a noul case expects true or false, got {expected!r}")
-        return 0 if expected else 1
-    if qtype == "choice":
-        if not isinstance(expected, str) or expected not in options:
-            raise CaseError(f"line {line_no}: expected {expected!r} is not one of the options {list(options)}")
-        return options.index(expected)
-    if isinstance(expected, bool) or not isinstance(expected, int) or not 0 <= expected < len(options):
-        raise CaseError(f"line {line_no}: a score case expects a level index 0..{len(options) - 1}, got {expected!r}")
-    return expected
-
-
 def parse_case(line_no: int, data: Any) -> Case:
     if not isinstance(data, dict):
         raise CaseError(f"line {line_no}: a case is a JSON object")
@@ -105,19 +79,17 @@ def parse_case(line_no: int, data: Any) -> Case:
     if "state" not in data:
         raise CaseError(f"line {line_no}: case {case_id!r} has no 'state'")
     if not isinstance(question, dict) or question.get("type") not in contract.QUESTION_TYPES:
-        raise CaseError(f"line {line_no}: case {case_id!r} needs a question with type noul, choice or score")
+        raise CaseError(f"line {line_no}: case {case_id!r} needs a question with type {types_phrase()}")
     if "expected" not in data:
         raise CaseError(f"line {line_no}: case {case_id!r} has no 'expected' answer")
     qtype = str(question["type"])
-    options = _options(line_no, qtype, question.get("criteria"))
-    return Case(
-        case_id,
-        qtype,
-        data["state"],
-        dict(question),
-        options,
-        _expected_index(line_no, qtype, data["expected"], options),
-    )
+    kind = kind_of(qtype)
+    try:
+        options = kind.case_options(question.get("criteria"))
+        expected_index = kind.expected_index(data["expected"], options)
+    except ValueError as exc:
+        raise CaseError(f"line {line_no}: {exc}") from exc
+    return Case(case_id, qtype, data["state"], dict(question), options, expected_index)
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -143,9 +115,8 @@ def load_cases(path: Path) -> list[Case]:
 
 def predicted_index(qtype: str, probs: Sequence[float]) -> int:
     """The option an answer picks: noul yes when p(yes) >= 0.5, otherwise the most probable option."""
-    if qtype == "noul":
-        return 0 if probs[0] >= 0.5 else 1
-    return contract.score_mode(probs)
+    picked: int = kind_of(qtype).pick(probs)
+    return picked
 
 
 def describe_invalid(exc: ValidationError) -> str:
@@ -171,15 +142,9 @@ def prediction_from_response(case: Case, response: DecisionResponse, latency_s: 
     run = response.x_run
     # the temperature in force for this question: per type, or per option-count bucket when a GGUF sets those
     temperature = Temperatures(run.calibration.temperature if run else {}).of(case.type, len(case.options))
-    contract_confidence: float | None = None
-    if isinstance(answer, NoulAnswer):
-        probs = [answer.noul, 1.0 - answer.noul]
-        predicted = predicted_index("noul", probs)
-    else:
-        probs = [answer.probabilities[name] for name in case.options]
-        chosen = answer.choice if isinstance(answer, ChoiceAnswer) else None
-        predicted = predicted_index("score", probs) if chosen is None else case.options.index(chosen)
-        contract_confidence = answer.confidence
+    kind = kind_of(case.type)
+    probs: list[float] = kind.distribution(answer, case.options)
+    predicted: int = kind.picked(answer, case.options)
     return Prediction(
         case.id,
         case.type,
@@ -188,7 +153,7 @@ def prediction_from_response(case: Case, response: DecisionResponse, latency_s: 
         case.expected_index,
         predicted,
         probs[predicted],
-        contract_confidence,
+        kind.contract_confidence(answer),
         temperature,
         run.model_sha256 if run else "",
         latency_s,

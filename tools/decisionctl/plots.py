@@ -11,16 +11,14 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt
+from decision_adapter import contract
 
 from decisionctl import metrics
 from decisionctl.cases import Prediction
 
-_TYPE_STYLE = {
-    "all types": ("black", "D"),
-    "noul": ("tab:blue", "o"),
-    "choice": ("tab:orange", "s"),
-    "score": ("tab:green", "^"),
-}
+# Series per question type in contract order; a type past the palette takes matplotlib's cycle (reliability_diagram).
+_TYPE_PALETTE = (("tab:blue", "o"), ("tab:orange", "s"), ("tab:green", "^"))
+_TYPE_STYLE = {"all types": ("black", "D"), **dict(zip(contract.QUESTION_TYPES, _TYPE_PALETTE, strict=False))}
 
 
 def reliability_diagram(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from decision_adapter.schemas import DecisionResponse, NoulAnswer, ScoreAnswer
+from decision_adapter.question_types import kind_of
+from decision_adapter.schemas import DecisionResponse
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -33,21 +34,12 @@ def answers(response: DecisionResponse) -> str:
     server serves a threshold policy, the action it gives the answer and why."""
     rows = []
     for qid, a in response.answers.items():
-        if isinstance(a, NoulAnswer):
-            p = a.noul
-            rows.append([qid, "noul", "yes" if p >= 0.5 else "no", f"yes {p:.3f}  no {1 - p:.3f}", "-"])
-        else:
-            legend = a.legend if isinstance(a, ScoreAnswer) else {}
-            ordered = sorted(a.probabilities.items(), key=lambda kv: -kv[1])
-            shown = "  ".join(f"{legend.get(k, k)} {v:.3f}" for k, v in ordered[:6])
-            if len(ordered) > 6:
-                shown += f"  (+{len(ordered) - 6} more)"
-            if isinstance(a, ScoreAnswer):
-                mode = max(a.probabilities, key=lambda k: a.probabilities[k]) if a.probabilities else ""
-                chosen = f"{a.score:.2f} (mode {legend.get(mode, mode)})"
-            else:
-                chosen = a.choice
-            rows.append([qid, a.type, chosen, shown, num(a.confidence)])
+        kind = kind_of(a.type)
+        ordered = kind.labelled_probabilities(a)
+        shown = "  ".join(f"{label} {v:.3f}" for label, v in ordered[:6])
+        if len(ordered) > 6:
+            shown += f"  (+{len(ordered) - 6} more)"
+        rows.append([qid, a.type, kind.summary(a), shown, num(kind.contract_confidence(a))])
         if a.x_action is not None:
             rows[-1].append(f"{a.x_action} ({a.x_action_reason})")
     headers = ["question", "type", "answer", "probabilities", "confidence"]

@@ -15,7 +15,10 @@ from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..gguf_metadata import Temperatures
-from ..schemas import AnyQuestion, ChoiceQuestion, NoulQuestion, Text
+from ..question_types import Option as Option  # noqa: PLC0414 (the schemes and the engine read it from here)
+from ..question_types import kind_of
+from ..question_types import render_text as render_text  # noqa: PLC0414 (as Option)
+from ..schemas import AnyQuestion, Text
 
 Tokenize = Callable[[str], Sequence[int]]  # the model's tokenizer: special tokens parsed, no BOS
 Code = tuple[str, ...]  # a label as pieces that are each one token: ("B",) or the two-letter ("A", "C")
@@ -23,44 +26,15 @@ LETTERS = string.ascii_uppercase
 SINGLE_LABEL_MAX = len(LETTERS)  # up to 26 options: one letter each; beyond, two-letter codes (see labels())
 
 
-@dataclass(frozen=True)
-class Option:
-    """One declared option: `key` names it in the answer, `text` shows it in the generic prompt, and
-    `description` is the request's criterion as sent (what a GGUF's own template is given)."""
-
-    key: str
-    text: str
-    description: Text | None
-
-
 # The option an out-of-scope question adds after its declared ones (decision-api.md's explicit way out).
 OUT_OF_SCOPE = Option("x_out_of_scope", "None of these / not enough information", None)
 
 
-def render_text(value: Text | None) -> str:
-    """Strings as they are; objects and arrays as compact JSON (structured text is model input too)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-
-
 def options_of(question: AnyQuestion) -> list[Option]:
-    """The options in declared order: noul is `true` then `false`, score levels are keyed "0".."n-1"."""
-    if isinstance(question, NoulQuestion):
-        crit = question.criteria
-        yes, no = (crit.true, crit.false) if crit else (None, None)
-        return [
-            Option("true", f"Yes: {render_text(yes)}" if render_text(yes) else "Yes", yes),
-            Option("false", f"No: {render_text(no)}" if render_text(no) else "No", no),
-        ]
-    if isinstance(question, ChoiceQuestion):
-        return [
-            Option(name, f"{name}: {render_text(desc)}" if desc is not None else name, desc)
-            for name, desc in question.criteria.items()
-        ]
-    return [Option(str(i), render_text(level), level) for i, level in enumerate(question.criteria)]
+    """The options in declared order (each type's own, question_types.py): noul is `true` then `false`, score
+    levels are keyed "0".."n-1"."""
+    options: list[Option] = kind_of(question.type).options(question)
+    return options
 
 
 def labels(n: int) -> list[Code]:

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..schemas import AnyQuestion, NoulQuestion, ScoreQuestion, Text
+from ..question_types import kind_of
+from ..schemas import AnyQuestion, Text
 from ..signals import DebiasMode, option_orders
-from .base import Option, PassSpec, combine_passes, labels, render_text, sandbox
+from .base import OUT_OF_SCOPE, Option, PassSpec, combine_passes, labels, render_text, sandbox
 
 log = logging.getLogger("decision_adapter.prompting")
 TEMPLATE_VERSION = "generic-v2"
@@ -42,15 +43,15 @@ _M1, _M2 = "\u2063\u2063STATE\u2063\u2063", "\u2063\u2063QUESTION\u2063\u2063"
 def question_head(question: AnyQuestion) -> str:
     """The part of a question that does not depend on the option order: read once, shared by its passes."""
     instructions = render_text(question.instructions)
-    default = "Which answer fits the state?" if isinstance(question, NoulQuestion) else "Which option fits best?"
-    return f"Question: {instructions or default}\n"
+    return f"Question: {instructions or kind_of(question.type).default_instructions}\n"
 
 
 def options_block(question: AnyQuestion, order: list[int], options: list[Option]) -> str:
     """The labelled options for one order (order[slot] = index of the option shown in that slot)."""
     codes = ["".join(code) for code in labels(len(order))]
-    if isinstance(question, ScoreQuestion):  # the extremes are levels, never an added out-of-scope option
-        low, high = codes[order.index(0)], codes[order.index(len(question.criteria) - 1)]
+    if kind_of(question.type).levels:  # the extremes are levels, never an added out-of-scope option
+        top = len(options) - 1 - (options[-1] == OUT_OF_SCOPE)
+        low, high = codes[order.index(0)], codes[order.index(top)]
         lines = [f"Levels ({low} is the lowest, {high} the highest):"]
     else:
         lines = ["Options:"]
