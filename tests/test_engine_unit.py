@@ -112,6 +112,11 @@ def test_reverse_reads_the_head_once_and_averages_log_probabilities_over_both_or
     # two options: the mean of logs cancels a slot bias exactly, p(yes) = sigmoid(content difference)
     assert outcome.answers["urgent"].probs[0] == pytest.approx(1 / (1 + math.exp(-1.5)), abs=1e-12)
     assert outcome.answers["urgent"].slot_probabilities[0][0] == pytest.approx(1 / (1 + math.exp(-3.0)))
+    # usage counts one order's render per question, its shared head included: header, state, then per question
+    # the head and the given order's suffix (decoded: team head, given, reversed, urgent head, given, reversed)
+    assert len(rt.decoded) == 8
+    one_render = [len(encode(HEADER, add_bos=True)), *(len(encode(rt.decoded[i])) for i in (1, 2, 3, 5, 6))]
+    assert outcome.input_tokens == sum(one_render)
 
 
 def test_rotations_average_the_probabilities_of_every_rotation() -> None:

@@ -266,7 +266,7 @@ class DecisionEngine:
             [o.key for o in plan.options[:declared]],
             [float(p) for p in probs],
             options_hash(plan.question),
-            len(plan.passes[0].suffix),
+            len(plan.passes[0].head) + len(plan.passes[0].suffix),  # one order's render, its shared head included
             len(per_pass),
             label_mass=float(np.mean(masses)),
             out_of_scope=p_out,
