@@ -1,7 +1,7 @@
 """Names of the adapter's log events, and the writer of the one-line record of a refused or failed request.
 
 The stacks' metric filters select lines by these names (stacks/observability.py: decision lines and
-overload rejections); tests/test_adapter_errors.py checks the two sides agree.
+overload rejections); tests/adapter/test_adapter_errors.py checks the two sides agree.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Two sources, as on the stock llama.cpp SageMaker container:
   stock DLC (`SM_LLAMA_CPP_CTX_SIZE=4096` is the server's `--ctx-size 4096`). Unknown ones are
   reported and ignored; invalid values stop start-up with a message naming the variable.
 Both are pydantic models, one mechanism: every field has its default, bounds and description, and the
-README's settings table is tested against them (tests/test_settings.py).
+README's settings table is tested against them (tests/adapter/test_settings.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PINNED_USES = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}\s+#\s*v\d+(\.\d+)*\s*$")
 USES = re.compile(r"^\s*(?:-\s*)?uses:\s*(.+?)\s*$")
 PIP = re.compile(r"\bpip3?\s+(install|wheel|download)\b")

@@ -21,22 +21,7 @@ from stacks import image_build
 from stacks.observability import RUNTIME_FAILURE_PATTERN
 from stacks.placeholders import PlaceholderError
 from stacks.preflight import manifest_key
-from tests.cdk_support import VARIANT_TOPIC, VARIANTS, Synthesized, cdk_context, synthesize
-
-
-@pytest.fixture(scope="module", params=VARIANTS)
-def synth(request: pytest.FixtureRequest) -> Synthesized:
-    return synthesize(str(request.param))
-
-
-@pytest.fixture(scope="module")
-def prod() -> Synthesized:
-    return synthesize("prod")
-
-
-@pytest.fixture(scope="module")
-def variant() -> Synthesized:
-    return synthesize("variant")
+from tests.cdk_support import VARIANT_TOPIC, Synthesized, cdk_context, synthesize
 
 
 def one(resources: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:

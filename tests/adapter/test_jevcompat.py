@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from jevcompat import runner
 
-from .conftest import start_adapter
+from tests.conftest import start_adapter
 
 pytestmark = pytest.mark.model
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Nothing of the deployment side may come along: no CDK, no llama.cpp, no adapter stack, no boto3.
 FORBIDDEN = {"aws-cdk-lib", "constructs", "cdk-nag", "jsii", "llama-cpp-python", "fastapi", "uvicorn", "boto3"}
 # One call through the transport in the fresh environment, answered by botocore's Stubber (stand-in for AWS).

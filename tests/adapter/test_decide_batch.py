@@ -1,6 +1,6 @@
 """`service.decide_each`, the mini-batch loop behind the JSON Lines route, without a model: the engine is a
 stand-in (`ScriptedEngine`, named as such) that answers or raises as scripted, so every kind of per-record
-error can be produced; the real-model path is tests/test_adapter_jsonlines.py."""
+error can be produced; the real-model path is tests/adapter/test_adapter_jsonlines.py."""
 
 from __future__ import annotations
 

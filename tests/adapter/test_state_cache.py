@@ -11,7 +11,7 @@ import httpx
 import pytest
 from decision_adapter.state_cache import Snapshot, StateCache, prefix_key
 
-from .conftest import AdapterProcess, start_adapter
+from tests.conftest import AdapterProcess, start_adapter
 
 STATES = [
     "I was charged twice for my March invoice and want the duplicate payment refunded.",

@@ -32,8 +32,7 @@ from decisionctl.commands.options import shipped
 from jevcompat import runner
 
 from stacks.observability import ACTION_COUNTS
-
-from .conftest import AdapterProcess, copy_model, require_model, start_adapter
+from tests.conftest import AdapterProcess, copy_model, require_model, start_adapter
 
 pytestmark = pytest.mark.model
 
@@ -110,7 +109,7 @@ def probs_of(answer: dict[str, Any]) -> list[float]:
 def test_answers_carry_the_action_of_the_served_policy(served: AdapterProcess, policy_dir: Path) -> None:
     policy = read_manifest(policy_dir / "manifest.json").policy
     assert policy is not None
-    ticket = json.loads((Path(__file__).resolve().parents[1] / "examples" / "ticket.json").read_text(encoding="utf-8"))
+    ticket = json.loads((Path(__file__).resolve().parents[2] / "examples" / "ticket.json").read_text(encoding="utf-8"))
     body = ask(served.url, ticket["state"], ticket["questions"])
     assert body["x_run"]["policy"] == policy.version and body["x_run"]["order_debias_mode"] == "rotations"
     for answer in body["answers"].values():

@@ -21,7 +21,7 @@ from decisionctl.commands import ALL, pin_images
 
 from stacks import dlc_registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CPU = "sha256:" + "1" * 64
 CUDA = "sha256:" + "c" * 64
 ZERO = "sha256:" + "0" * 64

@@ -24,7 +24,7 @@ from stacks.github_deploy_stack import (
 )
 from tests.cdk_support import cdk_context
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 BIN = Path(sys.executable).parent
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")

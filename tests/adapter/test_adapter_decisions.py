@@ -13,7 +13,7 @@ from decision_adapter.prompting import options_of
 from decision_adapter.prompting.generic import build_template, question_text
 from decision_adapter.schemas import ChoiceQuestion
 
-from .conftest import MODEL_DIR, MODEL_FILE
+from tests.conftest import MODEL_DIR, MODEL_FILE
 
 pytestmark = pytest.mark.model
 

@@ -32,8 +32,7 @@ from stacks.decision_shift import (
 )
 from tests.cdk_support import cdk_context
 from tests.cloudwatch_filters import MetricFilter, evaluate_alarm
-
-from .conftest import AdapterProcess, copy_model, require_model, start_adapter
+from tests.conftest import AdapterProcess, copy_model, require_model, start_adapter
 
 pytestmark = pytest.mark.model
 

@@ -9,15 +9,10 @@ import pytest
 
 from stacks.config import ConfigError, load_environment
 from stacks.endpoint_config import Autoscaling, CpuEndpoint, GpuEndpoint
-from tests.cdk_support import VARIANTS, Synthesized, cdk_context, synthesize
+from tests.cdk_support import Synthesized, cdk_context
 
 # The CloudFormation value, spelt out: the SageMaker guide's name for the high-resolution (10 s) variant metric.
 CONCURRENCY_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
-
-
-@pytest.fixture(scope="module", params=VARIANTS)
-def synth(request: pytest.FixtureRequest) -> Synthesized:
-    return synthesize(request.param)
 
 
 def _scaled_sections(synth: Synthesized) -> dict[str, Any]:

@@ -68,11 +68,6 @@ def hardened() -> dict[str, Any]:
     return template
 
 
-@pytest.fixture(scope="module")
-def prod() -> Synthesized:
-    return synthesize("prod")
-
-
 # --- 1. isolation -----------------------------------------------------------------------------------
 
 

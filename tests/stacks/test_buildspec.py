@@ -14,8 +14,7 @@ import pytest
 import yaml
 
 from stacks.image_build import BUILDSPEC
-
-from .conftest import tool
+from tests.conftest import tool
 
 # This machine's llama.cpp libraries (llama-cpp-python's CPU build): a stand-in for a CPU image's DLC libraries.
 CPU_LLAMA_LIBS = Path(llama_cpp.__file__).parent / "lib"

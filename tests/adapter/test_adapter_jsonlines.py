@@ -14,7 +14,7 @@ from decision_adapter import events
 from decision_adapter.bulk import execution_parameters
 from decision_adapter.settings import AdapterSettings
 
-from .conftest import AdapterProcess
+from tests.conftest import AdapterProcess
 
 pytestmark = pytest.mark.model
 

@@ -32,7 +32,7 @@ from decision_adapter.settings import AdapterSettings
 from jevcompat import runner
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .conftest import MODEL_DIR, MODEL_FILE, AdapterProcess, require_model, start_adapter
+from tests.conftest import MODEL_DIR, MODEL_FILE, AdapterProcess, require_model, start_adapter
 
 F32, STR = gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.STRING
 LETTERS = string.ascii_uppercase + string.ascii_lowercase

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from decisionctl.cases import load_cases
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tools" / "decisionctl" / "data" / "position_balanced.jsonl"
 
 

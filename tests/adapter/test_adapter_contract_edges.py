@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .conftest import AdapterProcess, start_adapter
+from tests.conftest import AdapterProcess, start_adapter
 
 pytestmark = pytest.mark.model
 
@@ -198,7 +198,7 @@ def test_server_is_up_after_fuzzing(adapter_url: str) -> None:
 
 
 def test_overload_returns_429_with_retry_after_while_accepted_requests_complete(tmp_path: Path) -> None:
-    # no wait at admission: the overflow is refused at once (tests/test_adapter_load.py tests the wait)
+    # no wait at admission: the overflow is refused at once (tests/adapter/test_adapter_load.py tests the wait)
     adapter = start_adapter(
         tmp_path, env={"DECISION_MAX_QUEUE": "1", "DECISION_RETRY_AFTER_S": "2", "DECISION_ADMISSION_WAIT_S": "0"}
     )

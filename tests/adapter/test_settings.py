@@ -87,7 +87,7 @@ def test_chat_is_off_unless_asked_for_so_decisions_get_every_core(monkeypatch: p
 
 def _readme_settings_rows() -> list[tuple[list[str], str]]:
     """The README's adapter settings table: each row's variables and its default cell."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("### The adapter (environment variables)") :]
     table = section[: section.index("\n\n", section.index("|---|"))]
     rows = []

@@ -301,7 +301,7 @@ def test_changed_option_wording_is_scored_again(evaluated, proxy: CountingProxy,
 
 def test_decide_through_the_sagemaker_route_of_the_real_adapter(adapter_url: str, capsys) -> None:
     """/invocations is what SageMaker calls: it takes the decision body the CLI sends."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     code = cli.main(
         [
             "decide",

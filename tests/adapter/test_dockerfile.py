@@ -11,10 +11,9 @@ import aws_cdk as cdk
 import pytest
 
 from stacks.image_build import CONTAINERS, dockerignore_patterns
+from tests.conftest import tool
 
-from .conftest import tool
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = CONTAINERS / "Dockerfile"
 
 

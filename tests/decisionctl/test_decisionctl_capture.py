@@ -22,8 +22,8 @@ from decisionctl import band_check, capture, cli, outcomes, shadow
 from decisionctl.cases import parse_case
 from pydantic import ValidationError
 
-from . import capture_support
-from .decisionctl_support import x_run
+from tests import capture_support
+from tests.decisionctl_support import x_run
 
 SECRET = "account 4242-secret"
 

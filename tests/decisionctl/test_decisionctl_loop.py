@@ -24,8 +24,8 @@ from decision_adapter.policy import Band, Certificate, Provenance, seal
 from decisionctl import cli
 from decisionctl.cases import load_cases
 
-from . import capture_support
-from .conftest import MODEL_SHA256, copy_model, require_model, start_adapter
+from tests import capture_support
+from tests.conftest import MODEL_SHA256, copy_model, require_model, start_adapter
 
 pytestmark = pytest.mark.model
 

@@ -26,31 +26,11 @@ from stacks import image_build
 from stacks.image_build import BUILDSPEC, image_tag, recipe_hash
 from stacks.nag import MIN_REASON_LENGTH, acknowledged
 from stacks.observability import OVERLOAD_PATTERN
-from tests.cdk_support import VARIANT_ACCOUNT, VARIANT_TOPIC, VARIANTS, Synthesized, cdk_context, synthesize
+from tests.cdk_support import VARIANT_ACCOUNT, VARIANT_TOPIC, Synthesized, cdk_context, synthesize
 
 DLC_ACCOUNT = "763104351884"
 # The only actions that may have Resource "*": AWS offers no resource-level permissions for them.
 WILDCARD_RESOURCE_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
-
-
-@pytest.fixture(scope="module", params=VARIANTS)
-def synth(request: pytest.FixtureRequest) -> Synthesized:
-    return synthesize(str(request.param))
-
-
-@pytest.fixture(scope="module")
-def dev() -> Synthesized:
-    return synthesize("dev")
-
-
-@pytest.fixture(scope="module")
-def prod() -> Synthesized:
-    return synthesize("prod")
-
-
-@pytest.fixture(scope="module")
-def variant() -> Synthesized:
-    return synthesize("variant")
 
 
 def by_ref(resources: dict[str, dict[str, Any]], value: Any) -> dict[str, Any]:
@@ -355,7 +335,7 @@ def test_each_endpoint_has_a_scalable_target_and_tracking_policy(synth: Synthesi
                 "RoleARN": Match.any_value(),
             },
         )
-        # its target tracking policy: tests/test_scaling.py
+        # its target tracking policy: tests/stacks/test_scaling.py
         # Initial instance count is the scaling minimum.
         assert endpoints(synth)[names[section]]["variant"]["InitialInstanceCount"] == a.min_instances
 
