@@ -7,7 +7,8 @@ from pathlib import Path
 
 from decisionctl import compare as compare_mod
 from decisionctl import render
-from decisionctl.commands import compare_shadow
+from decisionctl.commands.compare_shadow import add_arguments as add_shadow_arguments
+from decisionctl.commands.compare_shadow import run as run_shadow
 from decisionctl.commands.options import EXIT_FAILED, UsageError, say
 
 NAME = "compare"
@@ -37,12 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--top", type=int, default=10, help="most changed cases to list (default 10)")
     p.add_argument("--out", default="comparison", metavar="DIR", help="output directory (default ./comparison)")
-    compare_shadow.add_arguments(p)
+    add_shadow_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.shadow:
-        return compare_shadow.run(args)
+        return run_shadow(args)
     if args.new is None:
         raise UsageError("compare needs the baseline's and the candidate's evaluate directories (or --shadow)")
     try:
