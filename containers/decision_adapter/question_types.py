@@ -3,8 +3,8 @@ decision-log fields, and how an answer is read back (decisionctl's labeled cases
 
 The engine, the prompt schemes, the policy, the handlers and decisionctl look a type up here (`kind_of`) instead
 of branching on its name. A new type: its name in `contract.QuestionType` (with its limits and confidence formula),
-its request and answer models in `schemas.py`, and its `QuestionKind` here, listed in `KINDS`; decisionctl's
-`outcomes.py` and `capture.py` still read the answer models themselves (docs/architecture.md lists the files).
+its request and answer models in `schemas.py`, and its `QuestionKind` here, listed in `KINDS` (docs/architecture.md
+lists the files).
 """
 
 from __future__ import annotations
@@ -115,6 +115,28 @@ class QuestionKind(ABC, Generic[Q, A]):
     def expected_index(self, expected: Any, options: Sequence[str]) -> int:
         """The place of a labeled case's expected answer among its options; ValueError where it names none."""
 
+    @abstractmethod
+    def option_names(self, answer: A) -> tuple[str, ...]:
+        """The answer's option names in the order labeled cases use (decisionctl's captures and outcomes)."""
+
+    @abstractmethod
+    def named_distribution(self, answer: A) -> dict[str, float]:
+        """The answer's probabilities by option name, in the answer's own order."""
+
+    def picked_name(self, answer: A) -> str:
+        """The name of the option the answer picks (evaluate's rule, cases.predicted_index)."""
+        names = self.option_names(answer)
+        return names[self.picked(answer, names)]
+
+    @abstractmethod
+    def final_option(self, answer: A, final: Any) -> str:
+        """The option a final (human) answer to this answer's question names; ValueError says why it names none."""
+
+    @abstractmethod
+    def case_question(self, answer: A, final: str) -> tuple[dict[str, Any], Any]:
+        """A labeled case's question fields after its type, and its expected answer, from an answer and the
+        option people finally chose (the capture holds no criteria text beyond a score's legend)."""
+
 
 class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
     """Yes or no: the answer is the probability of yes."""
@@ -166,6 +188,23 @@ class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
             raise ValueError(f"a noul case expects true or false, got {expected!r}")
         return 0 if expected else 1
 
+    def option_names(self, answer: NoulAnswer) -> tuple[str, ...]:
+        return NOUL_OPTIONS
+
+    def named_distribution(self, answer: NoulAnswer) -> dict[str, float]:
+        return dict(zip(NOUL_OPTIONS, self.distribution(answer), strict=True))
+
+    def final_option(self, answer: NoulAnswer, final: Any) -> str:
+        value = final.strip().lower() if isinstance(final, str) else final
+        if value in (True, "true", "yes", "1"):
+            return "yes"
+        if value in (False, "false", "no", "0"):
+            return "no"
+        raise ValueError("a noul final answer is true or false")
+
+    def case_question(self, answer: NoulAnswer, final: str) -> tuple[dict[str, Any], Any]:
+        return {}, final == "yes"
+
 
 class _Distributed(QuestionKind[Q, D]):
     """A type whose answer carries `probabilities` per option and a `confidence`."""
@@ -175,6 +214,9 @@ class _Distributed(QuestionKind[Q, D]):
 
     def contract_confidence(self, answer: D) -> float | None:
         return answer.confidence
+
+    def named_distribution(self, answer: D) -> dict[str, float]:
+        return dict(answer.probabilities)
 
 
 class ChoiceKind(_Distributed[ChoiceQuestion, ChoiceAnswer]):
@@ -222,6 +264,20 @@ class ChoiceKind(_Distributed[ChoiceQuestion, ChoiceAnswer]):
         if not isinstance(expected, str) or expected not in options:
             raise ValueError(f"expected {expected!r} is not one of the options {list(options)}")
         return list(options).index(expected)
+
+    def option_names(self, answer: ChoiceAnswer) -> tuple[str, ...]:
+        return tuple(answer.probabilities)
+
+    def picked_name(self, answer: ChoiceAnswer) -> str:
+        return answer.choice
+
+    def final_option(self, answer: ChoiceAnswer, final: Any) -> str:
+        if isinstance(final, str) and final in answer.probabilities:
+            return final
+        raise ValueError("a choice final answer is one of the question's option names")
+
+    def case_question(self, answer: ChoiceAnswer, final: str) -> tuple[dict[str, Any], Any]:
+        return {"criteria": {name: None for name in self.option_names(answer)}}, final
 
 
 class ScoreKind(_Distributed[ScoreQuestion, ScoreAnswer]):
@@ -275,8 +331,25 @@ class ScoreKind(_Distributed[ScoreQuestion, ScoreAnswer]):
             raise ValueError(f"a score case expects a level index 0..{len(options) - 1}, got {expected!r}")
         return expected
 
+    def option_names(self, answer: ScoreAnswer) -> tuple[str, ...]:
+        return tuple(sorted(answer.probabilities, key=int))
 
-# In contract.QUESTION_TYPES order (tests/test_question_types.py checks every type has its kind and models).
+    def final_option(self, answer: ScoreAnswer, final: Any) -> str:
+        if isinstance(final, int) and not isinstance(final, bool) and str(final) in answer.probabilities:
+            return str(final)
+        if isinstance(final, str):
+            if final.strip() in answer.probabilities:
+                return final.strip()
+            for index, level in answer.legend.items():
+                if level == final:
+                    return index
+        raise ValueError(f"a score final answer is a level index 0..{len(answer.probabilities) - 1} or its text")
+
+    def case_question(self, answer: ScoreAnswer, final: str) -> tuple[dict[str, Any], Any]:
+        return {"criteria": [answer.legend.get(k, k) for k in self.option_names(answer)]}, int(final)
+
+
+# In contract.QUESTION_TYPES order (tests/adapter/test_question_types.py checks every type has its kind and models).
 KINDS: Final[dict[str, QuestionKind[Any, Any]]] = {kind.name: kind for kind in (NoulKind(), ChoiceKind(), ScoreKind())}
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter import contract
-from decision_adapter.schemas import Answer, ChoiceAnswer, DecisionResponse, NoulAnswer, RunRecord
+from decision_adapter.question_types import kind_of
+from decision_adapter.schemas import Answer, DecisionResponse, RunRecord
 from pydantic import ValidationError
 from tqdm import tqdm
 
@@ -78,19 +78,12 @@ class CapturedAnswer:
 def pick(answer: Answer) -> str:
     """The option an answer picks, by name: noul "yes" (p >= 0.5) or "no", choice its option, score the modal
     level's index as the probabilities key it (evaluate's rule, cases.predicted_index)."""
-    if isinstance(answer, NoulAnswer):
-        return "yes" if answer.noul >= 0.5 else "no"
-    if isinstance(answer, ChoiceAnswer):
-        return answer.choice
-    levels = sorted(answer.probabilities, key=int)
-    return levels[contract.score_mode([answer.probabilities[k] for k in levels])]
+    return kind_of(answer.type).picked_name(answer)
 
 
 def distribution(answer: Answer) -> dict[str, float]:
     """An answer's probabilities by option name (noul: yes and no)."""
-    if isinstance(answer, NoulAnswer):
-        return {"yes": answer.noul, "no": 1.0 - answer.noul}
-    return dict(answer.probabilities)
+    return kind_of(answer.type).named_distribution(answer)
 
 
 @dataclass

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.schemas import Answer, NoulAnswer, ScoreAnswer
+from decision_adapter.question_types import kind_of
+from decision_adapter.schemas import Answer
 
 from decisionctl import evaluate as evaluate_mod
 from decisionctl.capture import CapturedAnswer, distribution, pick
-from decisionctl.cases import NOUL_OPTIONS, QUESTION_ID, parse_case, prediction_from_response, run_fingerprint
+from decisionctl.cases import QUESTION_ID, parse_case, prediction_from_response, run_fingerprint
 
 CASES = "cases.jsonl"
 EVALUATE_DIR = "evaluate"
@@ -95,35 +96,12 @@ def _json_lines(path: Path, text: str) -> Iterable[tuple[int, Any]]:
 
 def options_of(answer: Answer) -> tuple[str, ...]:
     """The answer's options in the order evaluate's cases use (noul: yes, no; score: levels 0..n-1)."""
-    if isinstance(answer, NoulAnswer):
-        return NOUL_OPTIONS
-    if isinstance(answer, ScoreAnswer):
-        return tuple(sorted(answer.probabilities, key=int))
-    return tuple(answer.probabilities)
+    return kind_of(answer.type).option_names(answer)
 
 
 def final_option(answer: Answer, final: Any) -> str:
     """The option a final answer names, in `pick`'s terms; ValueError says why it names none."""
-    if isinstance(answer, NoulAnswer):
-        value = final.strip().lower() if isinstance(final, str) else final
-        if value in (True, "true", "yes", "1"):
-            return "yes"
-        if value in (False, "false", "no", "0"):
-            return "no"
-        raise ValueError("a noul final answer is true or false")
-    if isinstance(answer, ScoreAnswer):
-        if isinstance(final, int) and not isinstance(final, bool) and str(final) in answer.probabilities:
-            return str(final)
-        if isinstance(final, str):
-            if final.strip() in answer.probabilities:
-                return final.strip()
-            for index, level in answer.legend.items():
-                if level == final:
-                    return index
-        raise ValueError(f"a score final answer is a level index 0..{len(answer.probabilities) - 1} or its text")
-    if isinstance(final, str) and final in answer.probabilities:
-        return final
-    raise ValueError("a choice final answer is one of the question's option names")
+    return kind_of(answer.type).final_option(answer, final)
 
 
 @dataclass(frozen=True)
@@ -202,17 +180,8 @@ def join(captured: Sequence[CapturedAnswer], outcomes: OutcomeRead) -> Join:
 def labeled_case(j: Joined) -> dict[str, Any]:
     """One joined decision as a labeled case in evaluate's format, with no state (see the module doc)."""
     answer, c = j.answer, j.captured
-    options = options_of(answer)
-    question: dict[str, Any] = {"type": answer.type}
-    expected: Any
-    if isinstance(answer, NoulAnswer):
-        expected = j.final == "yes"
-    elif isinstance(answer, ScoreAnswer):
-        question["criteria"] = [answer.legend.get(k, k) for k in options]
-        expected = int(j.final)
-    else:
-        question["criteria"] = {name: None for name in options}
-        expected = j.final
+    fields, expected = kind_of(answer.type).case_question(answer, j.final)
+    question: dict[str, Any] = {"type": answer.type, **fields}
     if answer.x_options_sha256:
         question["x_options_sha256"] = answer.x_options_sha256
     return {

@@ -1,0 +1,105 @@
+"""Each question type defined once (decision_adapter.question_types): every type the contract names has its kind,
+its kind names the request and answer models the schemas' unions hold, and the other modules read those names.
+
+No model is loaded: the answers, log lines and prompts a kind builds are checked on the real model in
+test_adapter_decisions and test_adapter_response; this file checks that the definitions agree with each other.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, get_args
+
+import pytest
+from decision_adapter import contract, schemas
+from decision_adapter.manifest import Calibration
+from decision_adapter.policy import OptionMix, QuestionBand
+from decision_adapter.question_types import KINDS, NOUL_OPTIONS, kind_of, types_phrase
+from decisionctl import cases
+
+
+def union_members(annotation: Any) -> set[type]:
+    """The model classes of a (possibly Annotated) union."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = get_args(annotation)[0]
+    return set(get_args(annotation))
+
+
+def test_every_contract_type_has_one_kind_in_contract_order() -> None:
+    assert tuple(KINDS) == contract.QUESTION_TYPES == get_args(contract.QuestionType)
+    assert all(kind.name == name for name, kind in KINDS.items())
+    assert types_phrase() == "noul, choice or score"
+    with pytest.raises(KeyError):
+        kind_of("ranking")
+
+
+def test_the_kinds_name_the_models_the_schemas_unions_hold() -> None:
+    assert {kind.question_model for kind in KINDS.values()} == union_members(schemas.AnyQuestion)
+    assert {kind.answer_model for kind in KINDS.values()} == union_members(schemas.Answer)
+    for name, kind in KINDS.items():
+        assert get_args(kind.question_model.model_fields["type"].annotation) == (name,)
+        assert kind.answer_model.model_fields["type"].default == name
+
+
+def test_manifest_policy_and_cases_take_the_contract_types() -> None:
+    assert set(Calibration(temperature=dict.fromkeys(contract.QUESTION_TYPES, 1.0)).temperature) == set(KINDS)
+    for name in KINDS:
+        QuestionBand(type=name)  # type: ignore[arg-type]
+        OptionMix(type=name, cases=1, options=["a", "b"], shares=[1.0, 0.0])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="noul, choice or score"):
+        cases.parse_case(1, {"id": "c", "state": "s", "question": {"type": "ranking"}, "expected": 0})
+    assert cases.NOUL_OPTIONS is NOUL_OPTIONS
+
+
+@pytest.mark.parametrize(
+    ("question", "expected", "options", "index"),
+    [
+        ({"type": "noul"}, False, ("yes", "no"), 1),
+        ({"type": "choice", "criteria": {"Billing": None, "Sales": "deals"}}, "Sales", ("Billing", "Sales"), 1),
+        ({"type": "score", "criteria": ["Calm", "Angry", "Furious"]}, 2, ("0", "1", "2"), 2),
+    ],
+)
+def test_a_labeled_case_reads_its_options_and_expected_answer_through_its_kind(
+    question: dict[str, Any], expected: Any, options: tuple[str, ...], index: int
+) -> None:
+    case = cases.parse_case(1, {"id": "c", "state": "s", "question": question, "expected": expected})
+    assert (case.options, case.expected_index) == (options, index)
+    with pytest.raises(cases.CaseError, match=r"^line 7: "):
+        cases.parse_case(7, {"id": "c", "state": "s", "question": question, "expected": [expected]})
+
+
+def test_the_stacks_copy_of_the_type_names_is_the_contracts() -> None:
+    # stacks do not import the adapter, so decision_shift keeps its own Literal; this keeps the two equal
+    from stacks.decision_shift import OptionShares
+
+    assert get_args(OptionShares.model_fields["type"].annotation) == get_args(contract.QuestionType)
+
+
+@pytest.mark.parametrize(
+    ("answer", "picked", "by_name"),
+    [
+        (schemas.NoulAnswer(noul=0.25), "no", {"yes": 0.25, "no": 0.75}),
+        (
+            schemas.ChoiceAnswer(choice="Sales", probabilities={"Billing": 0.4, "Sales": 0.6}, confidence=0.2),
+            "Sales",
+            {"Billing": 0.4, "Sales": 0.6},
+        ),
+        (
+            schemas.ScoreAnswer(
+                score=1.2, legend={"0": "Calm", "1": "Angry"}, probabilities={"1": 0.8, "0": 0.2}, confidence=0.6
+            ),
+            "1",
+            {"1": 0.8, "0": 0.2},
+        ),
+    ],
+)
+def test_an_answer_reads_back_its_options_pick_and_a_final_answer_through_its_kind(
+    answer: schemas.Answer, picked: str, by_name: dict[str, float]
+) -> None:
+    kind = kind_of(answer.type)
+    names = kind.option_names(answer)
+    assert kind.picked_name(answer) == picked and picked in names
+    assert kind.named_distribution(answer) == by_name and set(by_name) == set(names)
+    assert kind.final_option(answer, picked) == picked
+    with pytest.raises(ValueError, match="final answer"):
+        kind.final_option(answer, "nothing of the kind")
