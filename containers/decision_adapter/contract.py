@@ -6,9 +6,11 @@ server computes its answers with these functions and the tests check the server'
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Sequence
-from typing import Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 # The question types, named once; each is defined in question_types.py (its models are in schemas.py).
 QuestionType = Literal["noul", "choice", "score"]
@@ -17,6 +19,18 @@ MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"
 SUM_TOLERANCE = 1e-6
+
+
+class QuestionModel(Protocol):
+    """A question as its request model (schemas.AnyQuestion): what `options_hash` reads."""
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+def options_hash(question: QuestionModel) -> str:
+    """A hash of what defines the options (type, instructions, criteria): changed wording = changed hash."""
+    canon = json.dumps(question.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
 
 
 def choice_confidence(probs: Sequence[float]) -> float:

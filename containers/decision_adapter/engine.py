@@ -17,7 +17,6 @@ of the added "none of these" option, split off so that the declared options stil
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import numpy.typing as npt
 
 from .adaptive import settled
 from .calibration import ActiveCalibration
+from .contract import options_hash
 from .errors import RuntimeFailure, TokenBudgetExceeded
 from .prompting import Option, PromptScheme, options_of
 from .prompting.base import OUT_OF_SCOPE, single_token
@@ -58,12 +58,6 @@ class DecisionOutcome:
     evaluated_tokens: int
     state_source: str  # "resident" | "cache" | "computed"
     timings_ms: dict[str, float] = field(default_factory=dict)
-
-
-def options_hash(question: AnyQuestion) -> str:
-    """A hash of what defines the options (type, instructions, criteria): changed wording = changed hash."""
-    canon = json.dumps(question.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
 
 
 AnswerMemo = dict[str, Scored]
