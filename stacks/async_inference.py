@@ -63,7 +63,12 @@ class AsyncDecisionEndpoint(SageMakerEndpoint):
         removal_policy: cdk.RemovalPolicy,
     ) -> None:
         super().__init__(
-            scope, construct_id, endpoint_name=endpoint_name, log_retention=log_retention, removal_policy=removal_policy
+            scope,
+            construct_id,
+            endpoint_name=endpoint_name,
+            log_retention=log_retention,
+            removal_policy=removal_policy,
+            log_key=key,
         )
         self.settings = settings
         self.input_uri = f"s3://{bucket.bucket_name}/{INPUT_PREFIX}"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
+from decision_adapter.caller_text import unmark
 from decision_adapter.runtime import NeedsRestore, Unit
 
 SPACED = 256  # " c" is the token SPACED + ord(c)
@@ -73,7 +74,10 @@ class FakeRuntime:
         self._units: list[Unit] = []
 
     def tokenize(self, text: str, *, add_bos: bool = False) -> Unit:
-        return encode(text, add_bos=add_bos)
+        return encode(unmark(text), add_bos=add_bos)  # no control vocabulary: caller text is plain text here
+
+    def has_control_string(self, text: str) -> bool:
+        return False
 
     @property
     def units(self) -> list[Unit]:

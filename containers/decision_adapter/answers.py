@@ -49,6 +49,7 @@ def answer_of(
         "x_orders_read": scored.orders_read or None,
         "x_label_mass": scored.label_mass,
         "x_out_of_scope": scored.out_of_scope,
+        "x_input_flags": list(scored.input_flags) or None,
     }
     if question.x_slot_probabilities:
         extensions["x_slot_probabilities"] = scored.slot_probabilities
@@ -61,6 +62,7 @@ def answer_of(
             label_mass=scored.label_mass,
             min_label_mass=min_label_mass,
             out_of_scope=scored.out_of_scope,
+            input_flags=scored.input_flags,
         )
         extensions |= {"x_action": taken.action, "x_action_reason": taken.reason}
     answer: Answer = kind_of(question.type).answer(question, scored.keys, probs, extensions)

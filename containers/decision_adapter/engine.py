@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from .adaptive import settled
 from .calibration import ActiveCalibration
+from .caller_text import mark, mark_model
 from .contract import options_hash
 from .errors import RuntimeFailure, TokenBudgetExceeded
+from .input_flags import InputFlag, flags_of, state_flags
 from .prompting import Option, PromptScheme, options_of
 from .prompting.base import OUT_OF_SCOPE, single_token
 from .runtime import LlamaRuntime, NeedsRestore, Unit
@@ -49,6 +51,7 @@ class Scored:
     out_of_scope: float | None = None  # P("none of these") among all offered options; None where not offered
     orders_read: list[str] = field(default_factory=list)  # signals.order_name of each order read, in reading order
     slot_probabilities: list[list[float]] = field(default_factory=list)  # per order read: raw, per slot
+    input_flags: list[InputFlag] = field(default_factory=list)  # what its caller text raised (input_flags.py)
 
 
 @dataclass
@@ -116,19 +119,24 @@ class DecisionEngine:
         source = self._load_prefix(prefix)
         t2 = time.perf_counter()
         answers = {}
+        flagged = state_flags(request.state, self.rt.has_control_string)
         for qid, plan in plans.items():
             if memo is None:
-                answers[qid] = self._score(prefix, plan)
+                answers[qid] = self._flagged(self._score(prefix, plan), flagged, plan.question)
                 continue
             key = memo_key(request.state, qid, plan.question)
             if key not in memo:
-                memo[key] = self._score(prefix, plan)
+                memo[key] = self._flagged(self._score(prefix, plan), flagged, plan.question)
             answers[qid] = memo[key]
         t3 = time.perf_counter()
         evaluated = self.rt.tokens_decoded - decoded_before
         input_tokens = prefix_len + sum(a.suffix_tokens for a in answers.values())
         timings = {"tokenize": (t1 - t0) * 1e3, "state": (t2 - t1) * 1e3, "questions": (t3 - t2) * 1e3}
         return DecisionOutcome(answers, input_tokens, evaluated, source, {k: round(v, 2) for k, v in timings.items()})
+
+    def _flagged(self, scored: Scored, state_flagged: frozenset[InputFlag], question: AnyQuestion) -> Scored:
+        flags = flags_of(state_flagged, question, self.rt.has_control_string)
+        return replace(scored, input_flags=flags) if flags else scored
 
     # -- planning
     @dataclass(frozen=True)
@@ -147,7 +155,7 @@ class DecisionEngine:
 
     def _prefix_units(self, state: Text) -> tuple[Unit, ...]:
         units = []
-        for i, text in enumerate(self.scheme.prefix_texts(state)):
+        for i, text in enumerate(self.scheme.prefix_texts(mark(state))):
             cached = self._units_of_text.get(text) if i == 0 else None  # the header repeats: tokenize it once
             if cached is None:
                 cached = self.rt.tokenize(text, add_bos=self.scheme.add_bos and i == 0)
@@ -160,11 +168,15 @@ class DecisionEngine:
 
     def _plan(self, qid: str, question: AnyQuestion, state: Text) -> DecisionEngine._Plan:
         options = options_of(question)
+        shown = mark_model(question)  # what the scheme renders: every caller string marked (caller_text.py)
+        shown_options = options_of(shown)
         out_of_scope = self.scheme.supports_out_of_scope and (self.out_of_scope or question.x_out_of_scope)
         if out_of_scope:
             options.append(OUT_OF_SCOPE)
+            shown_options.append(OUT_OF_SCOPE)
         passes = []
-        for spec in self.scheme.passes(question, options, qid=qid, state=state, out_of_scope=out_of_scope):
+        specs = self.scheme.passes(shown, shown_options, qid=mark(qid), state=mark(state), out_of_scope=out_of_scope)
+        for spec in specs:
             codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
             if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
                 raise RuntimeFailure("labels of one question must all be one token or all be two")

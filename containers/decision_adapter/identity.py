@@ -10,6 +10,7 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 
 from . import __version__
+from .caller_text import StateBoundary
 from .schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
 from .signals import DebiasMode
 
@@ -77,6 +78,7 @@ def build_identity(
     order_debias_mode: DebiasMode | None = None,
     order_debias_tolerance: float | None = None,
     policy: str | None = None,
+    state_boundary: StateBoundary | None = None,
 ) -> RunIdentity:
     return RunIdentity(
         model_file=model_file,
@@ -95,4 +97,5 @@ def build_identity(
         order_debias_mode=order_debias_mode,
         order_debias_tolerance=order_debias_tolerance,
         policy=policy,
+        state_boundary=state_boundary,
     )

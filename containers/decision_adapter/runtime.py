@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from .caller_text import ControlVocabulary
 from .errors import RuntimeFailure, TokenBudgetExceeded
 
 log = logging.getLogger("decision_adapter.runtime")
@@ -35,14 +36,24 @@ class LlamaRuntime:
         self._units: list[Unit] = []
         self.tokens_decoded = 0  # a running count: what a request evaluated is the difference
         self.partial_rewind = True  # turned off on the first model whose memory refuses partial removal
+        self.vocabulary = ControlVocabulary(protected_tokens(llm), self._raw_tokenize)
 
     # -- tokens
+    def _raw_tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))
+
     def tokenize(self, text: str, *, add_bos: bool = False) -> Unit:
-        return tuple(self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+        """A prompt's tokens: the template's special tokens read as such, caller text (marked, caller_text.py)
+        never as a control token."""
+        return self.vocabulary.tokenize(text, add_bos=add_bos)
 
     def token_ids(self, text: str) -> list[int]:
-        """The prompt schemes' tokenizer: special tokens read as such, no BOS added."""
+        """The prompt schemes' tokenizer: as `tokenize`, no BOS added."""
         return list(self.tokenize(text))
+
+    def has_control_string(self, text: str) -> bool:
+        """Whether caller text holds a string of the model's control vocabulary (an input flag)."""
+        return self.vocabulary.contains_protected(text)
 
     def token_text(self, which: Literal["bos", "eos"]) -> str:
         """The text of the model's BOS or EOS token; empty where the model has none."""
@@ -146,6 +157,31 @@ class LlamaRuntime:
         self.llm.input_ids[: len(tokens)] = tokens
         self.llm.n_tokens = len(tokens)
         self._units = list(units)
+
+
+# llama.cpp's token attributes (llama.h, enum llama_token_attr): the ones its tokenizer matches as special strings.
+_ATTR_UNKNOWN, _ATTR_CONTROL, _ATTR_USER_DEFINED = 1 << 0, 1 << 3, 1 << 4
+PROTECTED_ATTRS = _ATTR_UNKNOWN | _ATTR_CONTROL | _ATTR_USER_DEFINED
+
+
+def protected_tokens(llm: Any) -> dict[int, str]:
+    """Every token the GGUF declares as control, user-defined or unknown, with its text: the strings llama.cpp
+    reads as one special token (BOS/EOS, turn markers, tool and think tags, Gemma's HTML and image tags). Not
+    user-defined runs of whitespace (Gemma's newlines and indents): they are how the model reads whitespace in
+    any text, one newline cannot be cut, and no template's structure rests on them."""
+    import llama_cpp
+
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    out: dict[int, str] = {}
+    for tid in range(int(llm.n_vocab())):
+        attr = llama_cpp.llama_vocab_get_attr(vocab, tid)
+        if not attr & PROTECTED_ATTRS:
+            continue
+        text = llama_cpp.llama_vocab_get_text(vocab, tid).decode("utf-8", errors="replace")
+        if attr & PROTECTED_ATTRS == _ATTR_USER_DEFINED and not text.strip():
+            continue
+        out[tid] = text
+    return out
 
 
 class NeedsRestore(Exception):

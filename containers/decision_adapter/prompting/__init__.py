@@ -6,6 +6,7 @@ template in systemone.py), else this project's generic prompt in the model's cha
 
 from __future__ import annotations
 
+from ..caller_text import StateBoundary
 from ..gguf_metadata import DecisionMetadata, ModelMetadata
 from ..settings import AdapterSettings
 from ..signals import DebiasMode
@@ -22,6 +23,7 @@ __all__ = [
     "debias_tolerance_served",
     "make_scheme",
     "options_of",
+    "state_boundary_served",
 ]
 
 
@@ -34,6 +36,12 @@ def debias_mode_served(decision: DecisionMetadata | None, settings: AdapterSetti
 def debias_tolerance_served(decision: DecisionMetadata | None, settings: AdapterSettings) -> float | None:
     """The adaptive mode's tolerance where the scheme `make_scheme` picks reads adaptively; else None."""
     return settings.adaptive_tolerance if debias_mode_served(decision, settings) == "adaptive" else None
+
+
+def state_boundary_served(decision: DecisionMetadata | None, settings: AdapterSettings) -> StateBoundary | None:
+    """How the state is marked as data in the prompt `make_scheme` picks: the generic scheme's setting; none for a
+    scheme the GGUF declares (its own template writes the prompt; caller text is still never read as control tokens)."""
+    return None if decision is not None else settings.state_boundary
 
 
 def make_scheme(
@@ -56,7 +64,13 @@ def make_scheme(
             tokenize=tokenize,
             cache_size=2 * settings.max_concurrency,
         )
-    template = build_template(model.chat_template, bos_text=bos_text, eos_text=eos_text, add_bos=model.add_bos_token)
+    template = build_template(
+        model.chat_template,
+        bos_text=bos_text,
+        eos_text=eos_text,
+        add_bos=model.add_bos_token,
+        boundary=settings.state_boundary,
+    )
     return GenericScheme(
         template,
         debias_mode=settings.order_debias,

@@ -1,0 +1,76 @@
+"""The flags an answer's caller text raises (`x_input_flags`): control strings of the model's vocabulary in
+any caller field, and text in the state addressed to the classifier. Cheap signals for review, not a filter:
+a policy can send a flagged answer to review whatever its confidence, and the decision log counts them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+InputFlag = Literal["control_strings", "addressed_to_classifier"]
+INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier")
+
+# Words a customer's message has no reason to address to whoever classifies it: orders to ignore the
+# prompt, claims about which answer is right, answer lines, role lines. English, Spanish, French, German,
+# Portuguese; it misses paraphrases (the threat model in docs/security.md says so).
+_ADDRESSED = re.compile(
+    "|".join(
+        [
+            r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instruction|criteria|criterion|rule|prompt|option|"
+            r"question|label|above|previous|system)s?\b",
+            r"\b(correct|right|only valid|true|best|expected)\s+(answer|option|choice|label|classification)\s+(is|=|:)",
+            r"\b(you|the model|the classifier|the assistant|ai)\s+(must|should|will|shall)\s+"
+            r"(answer|choose|select|pick|reply|respond|classify|output)\b",
+            r"^\s*(final\s+)?(answer|label|classification|decision)\s*[:=]\s*\S",
+            r"^\s*(system|assistant|developer)\s*:",
+            r"\b(ignora|olvida)\b[^.\n]{0,40}\b(instrucciones|criterios|reglas)\b",
+            r"\bla\s+respuesta\s+correcta\s+es\b",
+            r"\b(ignorez|oubliez)\b[^.\n]{0,40}\b(instructions|critères|règles)\b",
+            r"\bla\s+bonne\s+réponse\s+est\b",
+            r"\b(ignoriere|vergiss)\b[^.\n]{0,40}\b(anweisungen|kriterien|regeln)\b",
+            r"\bdie\s+richtige\s+antwort\s+ist\b",
+            r"\b(ignore|esqueça)\b[^.\n]{0,40}\b(instruções|critérios|regras)\b",
+            r"\ba\s+resposta\s+correta\s+é\b",
+        ]
+    ),
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def strings_in(value: Any) -> Iterable[str]:
+    """Every string in a caller value (object keys included)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from strings_in(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings_in(v)
+    elif hasattr(value, "model_dump"):
+        yield from strings_in({k: v for k, v in value.model_dump().items() if k != "type" and not k.startswith("x_")})
+
+
+def addressed_to_classifier(state: Any) -> bool:
+    return any(_ADDRESSED.search(s) for s in strings_in(state))
+
+
+def flags_of(
+    state_flags: frozenset[InputFlag], question: Any, has_control_string: Callable[[str], bool]
+) -> list[InputFlag]:
+    """One answer's flags: the state's, and control strings in its question's caller fields; in INPUT_FLAGS order."""
+    flags = set(state_flags)
+    if "control_strings" not in flags and any(has_control_string(s) for s in strings_in(question)):
+        flags.add("control_strings")
+    return [f for f in INPUT_FLAGS if f in flags]
+
+
+def state_flags(state: Any, has_control_string: Callable[[str], bool]) -> frozenset[InputFlag]:
+    flags: set[InputFlag] = set()
+    if any(has_control_string(s) for s in strings_in(state)):
+        flags.add("control_strings")
+    if addressed_to_classifier(state):
+        flags.add("addressed_to_classifier")
+    return frozenset(flags)
