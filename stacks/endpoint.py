@@ -30,6 +30,7 @@ from stacks.nag import acknowledge
 from stacks.shadow import ShadowCandidate, ShadowModel, shadow_variant
 
 VARIANT_NAME = "AllTraffic"
+ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"  # SageMaker's own name for an endpoint's log group
 EndpointSettings = CpuEndpoint | GpuEndpoint | ChatEndpoint
 
 
@@ -41,15 +42,21 @@ def log_group_removal_policy(removal_policy: cdk.RemovalPolicy) -> cdk.RemovalPo
 
 
 def endpoint_log_group(
-    scope: Construct, endpoint_name: str, retention: logs.RetentionDays, removal_policy: cdk.RemovalPolicy
+    scope: Construct,
+    endpoint_name: str,
+    retention: logs.RetentionDays,
+    removal_policy: cdk.RemovalPolicy,
+    key: kms.IKey,
 ) -> logs.LogGroup:
-    """`/aws/sagemaker/Endpoints/<name>`, where SageMaker writes the endpoint's container logs."""
+    """`/aws/sagemaker/Endpoints/<name>`, where SageMaker writes the endpoint's container logs (every decision
+    line), encrypted with the environment key (its policy lets CloudWatch Logs use it for these groups only)."""
     return logs.LogGroup(
         scope,
         "Logs",
-        log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
+        log_group_name=f"{ENDPOINT_LOG_GROUP_PREFIX}{endpoint_name}",
         retention=retention,
         removal_policy=log_group_removal_policy(removal_policy),
+        encryption_key=key,
     )
 
 
@@ -128,11 +135,12 @@ class SageMakerEndpoint(Construct):
         endpoint_name: str,
         log_retention: logs.RetentionDays,
         removal_policy: cdk.RemovalPolicy,
+        log_key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
         self.endpoint_name = endpoint_name
         self.variant_name = VARIANT_NAME
-        self.log_group = endpoint_log_group(self, endpoint_name, log_retention, removal_policy)
+        self.log_group = endpoint_log_group(self, endpoint_name, log_retention, removal_policy, log_key)
 
     def execution_role(self, description: str) -> iam.Role:
         """SageMaker's role for the container, allowed its log group and metrics; callers add their grants."""
@@ -166,7 +174,12 @@ class ServingEndpoint(SageMakerEndpoint):
         shadow: ShadowModel | None = None,
     ) -> None:
         super().__init__(
-            scope, construct_id, endpoint_name=endpoint_name, log_retention=log_retention, removal_policy=removal_policy
+            scope,
+            construct_id,
+            endpoint_name=endpoint_name,
+            log_retention=log_retention,
+            removal_policy=removal_policy,
+            log_key=volume_key,
         )
         self.settings = settings
         self.role = self.execution_role(f"SageMaker execution role of the {endpoint_name} endpoint")

@@ -23,8 +23,12 @@ from constructs import Construct
 
 from stacks.config import EnvironmentConfig
 from stacks.data_capture import expire_captures
+from stacks.endpoint import ENDPOINT_LOG_GROUP_PREFIX
 from stacks.model_artifacts import ModelArtifacts
 from stacks.repository import ImageRepository
+
+LOGS_ENCRYPTION_CONTEXT = "kms:EncryptionContext:aws:logs:arn"
+ENDPOINT_NAME_PREFIXES = ("decision", "chat")  # every endpoint (and alarm) name is <prefix>-<environment>-...
 
 
 def alarm_topic_name(environment: str) -> str:
@@ -33,7 +37,7 @@ def alarm_topic_name(environment: str) -> str:
 
 def key_description(config: EnvironmentConfig) -> str:
     """What the key encrypts in this configuration, and nothing else."""
-    uses = ["decision images (ECR)", "model artifacts (S3)"]
+    uses = ["decision images (ECR)", "model artifacts (S3)", "endpoint logs (CloudWatch Logs)"]
     if config.data_capture is not None:
         uses.append("captured answers (S3)")
     endpoints = [*config.decision_endpoints.values(), *([config.chat] if config.chat is not None else [])]
@@ -72,13 +76,29 @@ class FoundationStack(cdk.Stack):
             removal_policy=removal,
             pending_window=cdk.Duration.days(7) if config.destroy_on_delete else cdk.Duration.days(30),
         )
-        # Alarms publish to the encrypted topic through CloudWatch, which needs the key for that.
+        # Alarms publish to the encrypted topic through CloudWatch, which needs the key for that: this
+        # environment's alarms only, not every alarm of the account.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
+                sid="CloudWatchAlarmsOfThisEnvironment",
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": self.account}},
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": self.account},
+                    "ArnLike": {"aws:SourceArn": alarm_arn_patterns(self, config.name)},
+                },
+            )
+        )
+        # The endpoint log groups are encrypted with this key (stacks/endpoint.py); CloudWatch Logs may use it
+        # for this environment's endpoint log groups only (the log group ARN is the encryption context).
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="LogsOfThisEnvironmentsEndpoints",
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                resources=["*"],
+                conditions={"ArnLike": {LOGS_ENCRYPTION_CONTEXT: endpoint_log_group_arn_patterns(self, config.name)}},
             )
         )
 
@@ -165,5 +185,18 @@ def alarm_arn_patterns(stack: cdk.Stack, environment: str) -> list[str]:
             resource_name=f"{prefix}-{environment}-*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
-        for prefix in ("decision", "chat")
+        for prefix in ENDPOINT_NAME_PREFIXES
+    ]
+
+
+def endpoint_log_group_arn_patterns(stack: cdk.Stack, environment: str) -> list[str]:
+    """The ARNs of this environment's endpoint log groups, as CloudWatch Logs puts them in the encryption context."""
+    return [
+        stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=f"{ENDPOINT_LOG_GROUP_PREFIX}{prefix}-{environment}-*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        for prefix in ENDPOINT_NAME_PREFIXES
     ]

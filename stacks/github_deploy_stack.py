@@ -30,7 +30,12 @@ Which token may take which role (the `sub` claim GitHub puts in a job's token):
   `cdk diff --no-change-set` with it, so reviewers approve a diff they have read.
 
 Each role assumes only its environment's bootstrap roles, `cdk-<qualifier>-*` of its own qualifier;
-stacks/isolation.py refuses environments that would share them.
+stacks/isolation.py refuses environments that would share them, and, once this stack is configured, any
+approval-gated environment not pinned to an account of its own (check_pipeline_accounts).
+
+The stack is pinned to the account and region of the approval-gated environment (`home_target`) and deploys
+through that environment's bootstrap: an account a branch-deployed environment's bootstrap administers could
+rewrite the prod role's trust. Each role carries its own environment's tags, whatever `-c env` synthesizes it.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stacks.config import BOOTSTRAP_QUALIFIER, ConfigError
-from stacks.isolation import check_isolation, qualifier_of
+from stacks.isolation import check_isolation, check_pipeline_accounts, qualifier_of
 
 GITHUB_DEPLOY_STACK = "DecisionEndpoints-GitHubDeploy"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -63,6 +68,10 @@ DIFF_BOOTSTRAP_ROLES = ("lookup-role",)  # `cdk diff --no-change-set` reads depl
 # Image builds wait up to 55 minutes inside one deployment, and the CLI re-assumes the bootstrap roles
 # with these credentials while it watches: the session must outlast a first deployment.
 SESSION_HOURS = 3
+# Above the app-wide tags of the environment being synthesized (cdk.Tags' default priority 100, removal 200), so
+# that this stack's tags do not depend on `-c env`.
+TAG_PRIORITY = 300
+ENVIRONMENT_TAG = "environment"
 _ENV_NAME = r"^[a-z][a-z0-9-]{0,15}$"  # as stacks.config: role names and variable names derive from it
 _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
 
@@ -76,6 +85,7 @@ class DeployTarget(BaseModel):
     account: str | None = Field(pattern=r"^\d{12}$")
     region: str = Field(pattern=_REGION)
     qualifier: str | None = Field(default=None, pattern=BOOTSTRAP_QUALIFIER, description="Its bootstrap qualifier.")
+    tags: dict[str, str] = Field(default_factory=dict, description="Its extra tags (environments.<env>.tags).")
 
 
 class GitHubDeploy(BaseModel):
@@ -120,14 +130,27 @@ class GitHubDeploy(BaseModel):
         return f"{self._repo}:environment:{diff_environment(environment)}"
 
     def trust(self, subject: str) -> dict[str, str]:
-        """Every claim a role requires (StringEquals): audience, subject, the ref and the workflow on that ref."""
+        """Every claim a role requires (StringEquals): audience, subject, the ref and the workflow on that ref, and
+        the repository's numeric id where configured (a deleted repository's name can be taken again; its id not)."""
         ref = f"refs/heads/{DEPLOY_BRANCH}"
-        return {
+        claims = {
             f"{GITHUB_OIDC_HOST}:aud": STS_AUDIENCE,
             f"{GITHUB_OIDC_HOST}:sub": subject,
             f"{GITHUB_OIDC_HOST}:ref": ref,
             f"{GITHUB_OIDC_HOST}:job_workflow_ref": f"{self.owner}/{self.repository}/{DEPLOY_WORKFLOW}@{ref}",
         }
+        # STS checks GitHub's repository_id claim; it has no key for repository_owner_id, so the owner's id is
+        # bound through the immutable subject above.
+        if self.repository_id is not None:
+            claims[f"{GITHUB_OIDC_HOST}:repository_id"] = str(self.repository_id)
+        return claims
+
+    @property
+    def home_target(self) -> DeployTarget:
+        """Where this stack lives: the first approval-gated environment's account, region and bootstrap (else the
+        branch environment's). check_pipeline_accounts keeps every other environment out of that account."""
+        gated = [t for t in self.targets if t.environment != BRANCH_ENVIRONMENT]
+        return (gated or list(self.targets))[0]
 
 
 def role_name(environment: str) -> str:
@@ -166,7 +189,6 @@ def load_github(github: object, environments: object) -> GitHubDeploy | None:
         return None
     if not isinstance(environments, Mapping) or not environments:
         raise ConfigError("environments: missing from the cdk.json context (the github roles are made per environment)")
-    check_isolation(environments)  # two roles on one set of bootstrap roles would make the approval moot
     targets = []
     for name, raw in sorted(environments.items()):
         env = raw if isinstance(raw, Mapping) else {}
@@ -176,13 +198,17 @@ def load_github(github: object, environments: object) -> GitHubDeploy | None:
                 "account": env.get("account"),
                 "region": env.get("region"),
                 "qualifier": env.get("bootstrap_qualifier"),
+                "tags": env.get("tags") or {},
             }
         )
     try:
-        return GitHubDeploy.model_validate({**github, "targets": tuple(targets)})
+        config = GitHubDeploy.model_validate({**github, "targets": tuple(targets)})
     except ValidationError as e:
         lines = [_describe(err["loc"], err["msg"], targets) for err in e.errors(include_url=False)]
         raise ConfigError("invalid cdk.json context:\n  " + "\n  ".join(lines)) from None
+    check_isolation(environments)  # two roles on one set of bootstrap roles would make the approval moot
+    check_pipeline_accounts(environments, BRANCH_ENVIRONMENT)  # nor may the unapproved pipeline administer prod's
+    return config
 
 
 def _describe(loc: tuple[int | str, ...], message: str, targets: list[dict[str, Any]]) -> str:
@@ -196,11 +222,15 @@ class GitHubDeployStack(cdk.Stack):
     """GitHub's OIDC provider (or the existing one) and each environment's deploy role; account-wide, deployed once."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: GitHubDeploy, **kwargs: Any) -> None:
+        home = config.home_target
         super().__init__(
             scope,
             construct_id,
             description="GitHub Actions deploy roles (OIDC, no keys, one per environment) for the decision endpoints",
             termination_protection=True,  # the CI's only way in: removing it is a deliberate act
+            env=cdk.Environment(account=home.account, region=home.region),
+            # A bootstrap the docs create (not CDK's default qualifier): the home environment's own.
+            synthesizer=cdk.DefaultStackSynthesizer(qualifier=qualifier_of(home.qualifier)),
             **kwargs,
         )
         if config.create_oidc_provider:
@@ -222,6 +252,19 @@ class GitHubDeployStack(cdk.Stack):
             for target in config.targets
             if target.environment != BRANCH_ENVIRONMENT
         }
+        self._tag(config)
+
+    def _tag(self, config: GitHubDeploy) -> None:
+        """No tag of the environment being synthesized; each environment's roles carry that environment's tags."""
+        keys = {ENVIRONMENT_TAG, *(key for target in config.targets for key in target.tags)}
+        for key in sorted(keys):
+            cdk.Tags.of(self).remove(key, priority=TAG_PRIORITY)
+        for target in config.targets:
+            tags = {**target.tags, ENVIRONMENT_TAG: target.environment}
+            for role in (self.roles.get(target.environment), self.diff_roles.get(target.environment)):
+                for key, value in sorted(tags.items()):
+                    if role is not None:
+                        cdk.Tags.of(role).add(key, value, priority=TAG_PRIORITY + 1)
 
     def _deploy_role(self, config: GitHubDeploy, target: DeployTarget, provider: iam.IOidcProvider) -> iam.Role:
         environment = target.environment

@@ -39,6 +39,7 @@ BUILDSPEC = ROOT / "buildspec" / "image.yml"
 HANDLER = Path(__file__).resolve().parent / "image_build_handler"
 HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
 PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]  # CDK's grantEncryptDecrypt
 # CloudFormation fails a custom resource after one hour whatever the provider is told, so the build (queue
 # included) must end, and the waiter give up with the build's log link, inside it.
 CUSTOM_RESOURCE_LIMIT_MINUTES = 60
@@ -135,11 +136,11 @@ class ImageBuild(Construct):
                 "REPOSITORY_URI": codebuild.BuildEnvironmentVariable(value=repository.repository_uri),
                 "REPOSITORY_NAME": codebuild.BuildEnvironmentVariable(value=repository.repository_name),
             },
-            encryption_key=key,
             logging=codebuild.LoggingOptions(cloud_watch=codebuild.CloudWatchLoggingOptions(log_group=self.log_group)),
             timeout=cdk.Duration.minutes(BUILD_MINUTES),
             queued_timeout=cdk.Duration.minutes(QUEUED_MINUTES),
         )
+        self._encrypt_with(key)
         repository.grant_pull_push(self.project)
         self.project.add_to_role_policy(
             iam.PolicyStatement(actions=["ecr:DescribeImages"], resources=[repository.repository_arn])
@@ -179,6 +180,24 @@ class ImageBuild(Construct):
                 digest=resource.get_att_string("ImageDigest"),
                 uri=resource.get_att_string("ImageUri"),
             )
+
+    def _encrypt_with(self, key: kms.IKey) -> None:
+        """The project's output encryption key, usable by its role only through S3 (what CodeBuild encrypts with it).
+
+        Not the L2 `encryption_key`: its grant lets the role call KMS directly, and the build runs privileged Docker
+        on third-party base images, so a build step holding the role's credentials could decrypt anything under the
+        environment key (model artifacts, captured answers, endpoint logs). kms:ViaService keeps it to S3 requests.
+        """
+        project = self.project.node.default_child
+        assert isinstance(project, codebuild.CfnProject)
+        project.encryption_key = key.key_arn
+        self.project.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=KEY_ACTIONS,
+                resources=[key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{cdk.Stack.of(self).region}.amazonaws.com"}},
+            )
+        )
 
     def _provider(self, log_retention: logs.RetentionDays) -> cr.Provider:
         code = lambda_.Code.from_asset(str(HANDLER), exclude=["__pycache__", "*.pyc"])
@@ -245,7 +264,8 @@ class ImageBuild(Construct):
             acknowledge(
                 self.project,
                 f"AwsSolutions-IAM5[Action::{action}]",
-                "CodeBuild encrypts its logs and artifacts with the environment key; the grant names that one key",
+                "CodeBuild encrypts its outputs with the environment key; the grant names that one key and holds only "
+                "through S3 (kms:ViaService)",
             )
         acknowledge(
             self.project,

@@ -6,6 +6,14 @@ qualifier therefore share those roles: whoever may deploy one may deploy the oth
 one protects nothing. An unpinned account (`account: null`) is the account of whoever deploys, so it may be
 any account, a pinned one included. Such a pair is refused unless each environment names its own bootstrap
 qualifier, which gives it bootstrap roles of its own.
+
+Own roles are not enough for an environment behind an approval that a pipeline deploys (`check_pipeline_accounts`).
+A bootstrap's CloudFormation execution role holds AdministratorAccess in its account unless narrowed, so
+`cdk-<dev's qualifier>-cfn-exec-role` could change prod's stacks, bucket policy, key and GitHub role, and decrypt
+prod's data, whenever the two share an account; the dev pipeline (every merge to main, no approval) deploys
+through it. With the GitHub stack configured, every environment but the branch-deployed one must therefore be
+pinned to an account that no other environment may deploy to: accounts are the boundary, qualifiers only
+keep the roles apart.
 """
 
 from __future__ import annotations
@@ -91,3 +99,37 @@ def check_isolation(environments: object) -> None:
         )
     if problems:
         raise ConfigError("environments are not isolated:\n  " + "\n  ".join(problems))
+
+
+def check_pipeline_accounts(environments: object, branch_environment: str) -> None:
+    """Raise ConfigError naming every approval-gated environment (all but `branch_environment`) that is not pinned
+    to an account of its own: another environment's bootstrap could administer the account it lives in."""
+    if not isinstance(environments, Mapping):
+        return
+    found = placements(environments)
+    problems = []
+    for gated in found:
+        if gated.environment == branch_environment:
+            continue
+        others = [o for o in found if o.environment != gated.environment]
+        if gated.account is None:
+            reason = f"environments.{gated.environment}.account is unpinned (whichever account the credentials are in)"
+        else:
+            sharing = [o.environment for o in others if o.account is None or o.account == gated.account]
+            if not sharing:
+                continue
+            reason = (
+                f"{', '.join(f'environments.{name}' for name in sharing)} may deploy to its account "
+                f"{gated.account} (an unpinned account is whichever account the credentials are in)"
+            )
+        problems.append(
+            f"environments.{gated.environment} is deployed by the pipeline behind an approval (context.github), but "
+            f"{reason}. In a shared account another environment's CDK bootstrap CloudFormation execution role "
+            f"(AdministratorAccess unless narrowed) administers the account {gated.environment} lives in, and its "
+            f"pipeline, which needs no approval, deploys through it. Fix: pin environments.{gated.environment}.account "
+            "to an account of its own and every other environment's account to another one "
+            "(environments.<env>.account), bootstrap each, and deploy the GitHub stack into "
+            f"{gated.environment}'s account (docs/deploy.md, Isolating environments)"
+        )
+    if problems:
+        raise ConfigError("environments are not isolated from the pipeline:\n  " + "\n  ".join(problems))

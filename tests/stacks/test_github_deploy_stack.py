@@ -1,15 +1,17 @@
 """DecisionEndpoints-GitHubDeploy: the OIDC provider and each environment's deploy role, synthesized by the real app.
 
-The app is built with the shipped cdk.json context plus a `github` block, and prod pinned to another
-account and region than dev's, so that each role's bootstrap grants are seen to follow its own
-environment. cdk-nag (registered by build_app) fails the synth on any unacknowledged finding in this
-stack as in the others.
+The app is built for prod with the shipped cdk.json context plus a `github` block, and dev and prod pinned to
+accounts of their own (prod in another region too), so that each role's bootstrap grants are seen to follow
+its own environment, and prod's own templates (its key policy) are read beside the roles. cdk-nag
+(registered by build_app) fails the synth on any unacknowledged finding in this stack as in the others.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,12 +30,12 @@ from stacks.github_deploy_stack import (
     load_github,
 )
 from stacks.nag import acknowledged
-from tests.cdk_support import cdk_context
+from tests.cdk_support import ROOT, cdk_context
 
 OWNER, REPO = "example-org", "decision-endpoints"
 HOST = "token.actions.githubusercontent.com"
 PROD_ACCOUNT, PROD_REGION = "111122223333", "eu-west-1"
-ACCOUNT = "${AWS::AccountId}"  # dev's account is not pinned: the account the stack is deployed in
+DEV_ACCOUNT = "444455556666"  # with the pipeline, every environment has an account of its own (stacks/isolation.py)
 # The one subject each role trusts: dev only a job on main without a GitHub environment, prod only a job
 # of the GitHub environment prod (which its reviewers approved). One role trusting both let any run on
 # main take prod's credentials without the approval.
@@ -53,13 +55,16 @@ def _context(**github: Any) -> dict[str, Any]:
     context = cdk_context()
     context["github"] = {"owner": OWNER, "repository": REPO, "create_oidc_provider": True, **github}
     context["environments"]["prod"].update(account=PROD_ACCOUNT, region=PROD_REGION)
+    context["environments"]["dev"].update(account=DEV_ACCOUNT)
     return context
 
 
 @pytest.fixture(scope="module")
 def synthesized() -> tuple[cdk.App, dict[str, Any], Path]:
+    """The GitHub stack synthesized with -c env=prod: its roles must not follow the environment synthesized."""
     outdir = Path(tempfile.mkdtemp(prefix="cdk-github-"))
-    app = build_app("dev", context=_context(), outdir=str(outdir))
+    atexit.register(shutil.rmtree, outdir, True)
+    app = build_app("prod", context=_context(), outdir=str(outdir))
     app.synth()  # raises on any cdk-nag finding
     path = outdir / f"{GITHUB_DEPLOY_STACK}.template.json"
     return app, json.loads(path.read_text(encoding="utf-8")), path
@@ -131,11 +136,9 @@ def _bootstrap(
 ) -> dict[str, list[str]]:
     return {
         "AssumeCdkBootstrapRoles": sorted(
-            f"arn:${{AWS::Partition}}:iam::{account}:role/cdk-{qualifier}-{role}-{account}-{region}" for role in roles
+            f"arn:aws:iam::{account}:role/cdk-{qualifier}-{role}-{account}-{region}" for role in roles
         ),
-        "ReadCdkBootstrapVersion": [
-            f"arn:${{AWS::Partition}}:ssm:{region}:{account}:parameter/cdk-bootstrap/{qualifier}/version"
-        ],
+        "ReadCdkBootstrapVersion": [f"arn:aws:ssm:{region}:{account}:parameter/cdk-bootstrap/{qualifier}/version"],
     }
 
 
@@ -144,7 +147,7 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
     assert _of(template, "AWS::IAM::ManagedPolicy") == {}
     # Each role only its own qualifier's bootstrap roles (cdk-<qualifier>-*); the diff role only the lookup role.
     expected = {
-        "decision-endpoints-github-deploy-dev": _bootstrap(ACCOUNT, "us-west-2", "decdev"),
+        "decision-endpoints-github-deploy-dev": _bootstrap(DEV_ACCOUNT, "us-west-2", "decdev"),
         "decision-endpoints-github-deploy-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod"),
         "decision-endpoints-github-diff-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod", ("lookup-role",)),
     }
@@ -189,7 +192,8 @@ def test_nag_clean_without_acknowledgements_and_cfn_lint_clean(synthesized) -> N
 
 
 def test_an_existing_provider_is_referenced_not_created() -> None:
-    config = load_github(_context(create_oidc_provider=False)["github"], cdk_context()["environments"])
+    context = _context(create_oidc_provider=False)
+    config = load_github(context["github"], context["environments"])
     assert config is not None
     app = cdk.App()
     template = Template.from_stack(GitHubDeployStack(app, "GitHubDeploy", config=config)).to_json()
@@ -198,7 +202,7 @@ def test_an_existing_provider_is_referenced_not_created() -> None:
     assert len(roles) == 3
     for _, role in roles.values():
         principal = role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Federated"]
-        assert _text(principal) == f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:oidc-provider/{HOST}"
+        assert _text(principal) == f"arn:${{AWS::Partition}}:iam::{PROD_ACCOUNT}:oidc-provider/{HOST}"  # pinned
 
 
 def test_the_shipped_cdk_json_leaves_the_stack_out_until_github_is_set() -> None:
@@ -239,29 +243,169 @@ def test_environments_sharing_bootstrap_roles_get_no_github_roles() -> None:
         load_github(_context()["github"], environments)
 
 
-def test_same_account_environments_assume_only_their_own_qualifiers_roles() -> None:
-    """The shipped cdk.json: dev and prod unpinned in us-west-2, kept apart by their qualifiers."""
-    config = load_github(_context()["github"], cdk_context()["environments"])
-    assert config is not None
-    template = Template.from_stack(GitHubDeployStack(cdk.App(), "GitHubDeploy", config=config)).to_json()
-    for name, (role_id, _) in _roles(template).items():
-        qualifier = "decdev" if name.endswith("-dev") else "decprod"
-        resources = [
-            _text(r)
-            for s in _statements(template, role_id)
-            if s["Sid"] == "AssumeCdkBootstrapRoles"
-            for r in _as_list(s["Resource"])
-        ]
-        assert resources and all(f":role/cdk-{qualifier}-" in r for r in resources), name
-
-
 def test_immutable_subjects_name_the_owner_and_repository_ids() -> None:
     """Repositories created from 15 July 2026 on issue repo:OWNER@ID/REPO@ID subjects (configure-aws-credentials)."""
-    config = load_github(_context(owner_id=123456, repository_id=789012)["github"], cdk_context()["environments"])
+    context = _context(owner_id=123456, repository_id=789012)
+    config = load_github(context["github"], context["environments"])
     assert config is not None
     prefix = f"repo:{OWNER}@123456/{REPO}@789012"
     assert config.subject("dev") == f"{prefix}:ref:refs/heads/main"
     assert config.subject("prod") == f"{prefix}:environment:prod"
     assert config.diff_subject("prod") == f"{prefix}:environment:prod-diff"
+    # The id as a claim STS checks too; the name-only configuration has none (a renamed repository's name is free).
+    template = Template.from_stack(GitHubDeployStack(cdk.App(), "GitHubDeploy", config=config)).to_json()
+    for name, (_, role) in _roles(template).items():
+        (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Condition"]["StringEquals"][f"{HOST}:repository_id"] == "789012", name
+        assert not any("owner_id" in key for key in trust["Condition"]["StringEquals"])  # STS has no such key
+    plain = load_github(_context()["github"], context["environments"])
+    assert plain is not None and f"{HOST}:repository_id" not in plain.trust(plain.subject("dev"))
     with pytest.raises(ConfigError, match="set both"):
-        load_github(_context(owner_id=123456)["github"], cdk_context()["environments"])
+        load_github(_context(owner_id=123456)["github"], context["environments"])
+
+
+# --- issue 29: the dev pipeline cannot reach prod -------------------------------------------------------------
+
+
+def test_the_stack_lives_in_prods_account_and_deploys_through_prods_bootstrap(synthesized) -> None:
+    """Not CDK's default qualifier (the docs bootstrap none), nor an account dev's bootstrap administers."""
+    app, template, _ = synthesized
+    stack = app.node.find_child(GITHUB_DEPLOY_STACK)
+    assert isinstance(stack, cdk.Stack)
+    assert (stack.account, stack.region) == (PROD_ACCOUNT, PROD_REGION)
+    assert template["Parameters"]["BootstrapVersion"]["Default"] == "/cdk-bootstrap/decprod/version"
+    artifact = app.synth().get_stack_by_name(GITHUB_DEPLOY_STACK)
+    assert artifact.assume_role_arn == (
+        f"arn:${{AWS::Partition}}:iam::{PROD_ACCOUNT}:role/cdk-decprod-deploy-role-{PROD_ACCOUNT}-{PROD_REGION}"
+    )
+
+
+def _tags(resource: Mapping[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in resource["Properties"].get("Tags", [])}
+
+
+def test_each_role_carries_its_own_environments_tags_whatever_env_synthesizes_it(synthesized) -> None:
+    _, template, _ = synthesized  # synthesized with -c env=prod
+    shipped = cdk_context()["environments"]
+    for name, (_, role) in _roles(template).items():
+        environment = name.rsplit("-", 1)[1]
+        assert _tags(role) == {
+            "project": "decision-endpoints",
+            "environment": environment,
+            **shipped[environment]["tags"],
+        }, name
+    ((_, provider),) = _of(template, "AWS::IAM::OIDCProvider").items()
+    assert _tags(provider) == {"project": "decision-endpoints"}  # shared by every environment: none of theirs
+
+
+def _principals(template: Mapping[str, Any]) -> list[str]:
+    """Every principal an Allow of a resource or trust policy of `template` names, as text (a Deny grants none)."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "Principal" in value and value.get("Effect") == "Allow":
+                for kind, who in value["Principal"].items() if isinstance(value["Principal"], dict) else []:
+                    found.extend(f"{kind}:{_text(w)}" for w in _as_list(who))
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(template["Resources"])
+    return found
+
+
+def test_no_principal_the_dev_pipeline_can_become_acts_on_prod(synthesized) -> None:
+    """The dev pipeline is the dev role (trusted by main, no approval). It may become only the bootstrap roles it
+    may assume, all in dev's account (and what they pass: dev's execution role, in dev's account too). Prod's
+    stacks, resources and key are in prod's account, where every policy trusts prod's own account, its OIDC
+    provider or an AWS service bound to prod's own resources: nothing of dev's account."""
+    app, template, _ = synthesized
+    roles = _roles(template)
+    dev_id, _ = roles["decision-endpoints-github-deploy-dev"]
+    for statement in _statements(template, dev_id):
+        for arn in (_text(r) for r in _as_list(statement["Resource"])):
+            assert f":{DEV_ACCOUNT}:" in arn and PROD_ACCOUNT not in arn and "decprod" not in arn, arn
+    assumable = {
+        _text(r) for s in _statements(template, dev_id) if s["Action"] == "sts:AssumeRole" for r in s["Resource"]
+    }
+    assert assumable and all(arn.split(":")[4] == DEV_ACCOUNT for arn in assumable)
+
+    prod = {
+        part: json.loads((Path(app.outdir) / f"DecisionEndpoints-prod-{part}.template.json").read_text())
+        for part in ("Foundation", "Serving")
+    }
+    for name, tpl in (*prod.items(), ("GitHubDeploy", template)):
+        for principal in _principals(tpl):
+            kind, who = principal.split(":", 1)
+            if kind == "AWS":
+                assert who.replace("${AWS::Partition}", "aws") == f"arn:aws:iam::{PROD_ACCOUNT}:root", (name, principal)
+            elif kind == "Federated":
+                assert who.endswith(f"{PROD_ACCOUNT}:oidc-provider/{HOST}") or who.startswith("${"), (name, principal)
+            else:
+                assert kind == "Service", (name, principal)
+            assert DEV_ACCOUNT not in who, (name, principal)
+    # prod's key: administered by prod's account; the services only for prod's own alarms and endpoint log groups.
+    (key,) = [r for r in prod["Foundation"]["Resources"].values() if r["Type"] == "AWS::KMS::Key"]
+    for statement in key["Properties"]["KeyPolicy"]["Statement"]:
+        conditions = json.dumps(statement.get("Condition", {}))
+        if "Service" in statement["Principal"]:
+            assert PROD_ACCOUNT in conditions and "-prod-" in conditions and "-dev-" not in conditions, statement
+
+
+@pytest.mark.parametrize(
+    ("accounts", "named"),
+    [
+        ({"dev": None, "prod": None}, "environments.prod.account is unpinned"),
+        ({"dev": None, "prod": PROD_ACCOUNT}, f"environments.dev may deploy to its account {PROD_ACCOUNT}"),
+        ({"dev": PROD_ACCOUNT, "prod": PROD_ACCOUNT}, f"environments.dev may deploy to its account {PROD_ACCOUNT}"),
+    ],
+)
+def test_a_pipeline_deployed_prod_sharing_an_account_is_refused_with_the_fix(
+    accounts: dict[str, str | None], named: str
+) -> None:
+    """Own qualifiers (decdev, decprod, as shipped) are not enough: dev's execution role administers the account."""
+    context = _context()
+    for environment, account in accounts.items():
+        context["environments"][environment]["account"] = account
+    with pytest.raises(ConfigError) as caught:
+        load_github(context["github"], context["environments"])
+    message = str(caught.value)
+    assert "environments are not isolated from the pipeline" in message and named in message
+    assert "Fix: pin environments.prod.account to an account of its own" in message
+    assert "deploy the GitHub stack into prod's account (docs/deploy.md, Isolating environments)" in message
+
+
+def test_synth_of_any_environment_refuses_the_shipped_shared_account_once_the_pipeline_is_set() -> None:
+    context = cdk_context()
+    context["github"] = {"owner": OWNER, "repository": REPO, "create_oidc_provider": True}
+    with pytest.raises(
+        ConfigError, match=re.escape("environments.prod is deployed by the pipeline behind an approval")
+    ):
+        build_app("dev", context=context, outdir=tempfile.mkdtemp(prefix="cdk-refused-"))
+
+
+def _bootstrap_commands() -> list[str]:
+    """Every `bin/cdk bootstrap` command of docs/deploy.md's bash blocks, continuation lines joined."""
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    commands: list[str] = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        commands += [line.strip() for line in joined.splitlines() if line.strip().startswith("bin/cdk bootstrap")]
+    return commands
+
+
+def test_the_documented_bootstrap_commands_match_the_isolation() -> None:
+    """Each environment's qualifier and toolkit stack; only dev's bootstrap trusts another account, prod's."""
+    commands = _bootstrap_commands()
+    shipped = cdk_context()["environments"]
+    for environment in ("dev", "prod"):
+        qualifier = shipped[environment]["bootstrap_qualifier"]
+        mine = [c for c in commands if f"--qualifier {qualifier} " in c]
+        assert mine, environment
+        assert all(f"--toolkit-stack-name CDKToolkit-{qualifier}" in c for c in mine), mine
+    trusting = [c for c in commands if "--trust" in c]
+    assert trusting and all("--qualifier decdev" in c and "--trust <prod-account-id>" in c for c in trusting)
+    assert all("--cloudformation-execution-policies" in c for c in trusting)  # the CLI refuses --trust without

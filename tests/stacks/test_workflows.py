@@ -129,6 +129,8 @@ def test_each_jobs_token_is_trusted_by_its_own_role_only(deploy: dict[Any, Any])
     context = cdk_context()
     owner, repository = "example-org", "decision-endpoints"
     github = {"owner": owner, "repository": repository, "create_oidc_provider": True}
+    for environment, account in zip(sorted(context["environments"]), ("111122223333", "444455556666"), strict=True):
+        context["environments"][environment]["account"] = account  # the pipeline needs an account each
     config = load_github(github, context["environments"])
     assert config is not None
     environments = [target.environment for target in config.targets]
