@@ -44,6 +44,10 @@ ACTION_COUNTS = {
 }
 
 
+# The adapter's `decision` line counts its answers and those that raised an input flag (decision_adapter.events).
+ANSWERS_FIELD, INPUT_FLAGGED_FIELD = "answers", "input_flagged"
+
+
 def action_pattern(field: str) -> str:
     """Decision lines that carry the count; a metric value must be matched by the pattern to be read."""
     return f'{{ $.event = "decision" && $.{field} >= 0 }}'
@@ -145,6 +149,7 @@ class EndpointAlarms(Construct):
         self.action_counts: dict[str, cloudwatch.Metric] = {}
         if counts_actions:
             self._count_actions(t)
+            self._watch_input_flags(t)
         for alarm in self.alarms.values():
             alarm.add_alarm_action(actions.SnsAction(topic))
             alarm.add_ok_action(actions.SnsAction(topic))
@@ -220,6 +225,40 @@ class EndpointAlarms(Construct):
             threshold=high,
             description=f"{name} automated more than {high}% of its answers: traffic differs from the evaluation "
             "set, or the model is more confident than it was measured to be",
+        )
+
+    def _watch_input_flags(self, t: Alarms) -> None:
+        """The share of answers whose caller text raised an input flag: a rise means someone writes control strings
+        or orders to the classifier into the text decisions read (docs/security.md)."""
+        name = self.endpoint.endpoint_name
+        counts = {}
+        for key, field, metric_name in (
+            ("answers", ANSWERS_FIELD, "DecisionAnswers"),
+            ("flagged", INPUT_FLAGGED_FIELD, "InputFlaggedAnswers"),
+        ):
+            lines = logs.MetricFilter(
+                self,
+                f"{metric_name}Lines",
+                log_group=self.endpoint.log_group,
+                filter_pattern=logs.FilterPattern.literal(action_pattern(field)),
+                metric_namespace=overload_namespace(name),
+                metric_name=metric_name,
+                metric_value=f"$.{field}",
+            )
+            counts[key] = lines.metric(statistic="Sum", period=self.period, label=metric_name)
+        self.input_flagged_share = cloudwatch.MathExpression(
+            expression=f"IF(answers >= {t.input_flagged_min_answers}, 100 * flagged / answers, 0)",
+            using_metrics=counts,
+            period=self.period,
+            label="input flagged (% of answers)",
+        )
+        self.alarms["input_flagged"] = self._alarm(
+            "InputFlaggedShare",
+            name=f"{name}-input-flagged-share",
+            metric=self.input_flagged_share,
+            threshold=t.input_flagged_percent,
+            description=f"More than {t.input_flagged_percent}% of {name}'s answers read caller text with control "
+            "strings or orders to the classifier: look for an injection campaign (decision lines' input_flags)",
         )
 
     def action_rate(self, action: str, *, min_answers: int = 1, quiet: float = 0.0) -> cloudwatch.MathExpression:

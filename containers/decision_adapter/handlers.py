@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response
@@ -15,8 +16,7 @@ from . import events
 from .answers import decision_response
 from .engine import DecisionOutcome
 from .errors import ModelNotServed
-from .events import requests_log
-from .policy import ACTION_COUNT_FIELDS
+from .events import ACTION_COUNT_FIELDS, requests_log
 from .question_types import kind_of
 from .schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RunRecord
 from .service import ModelService
@@ -95,6 +95,8 @@ def _log_decision(
             item["label_mass"] = round(answer.x_label_mass, 4)
         if answer.x_out_of_scope is not None:
             item["out_of_scope"] = round(answer.x_out_of_scope, 4)
+        if answer.x_input_flags:
+            item[events.INPUT_FLAGS_FIELD] = answer.x_input_flags
         if s.settings.log_text:
             item["instructions"] = body.questions[qid].instructions
         questions.append(item)
@@ -107,10 +109,12 @@ def _log_decision(
         "input_tokens": response.usage.input_tokens,
         "state_source": state_source,
         "questions": questions,
+        events.ANSWERS_FIELD: len(response.answers),
+        events.INPUT_FLAGGED_FIELD: sum(1 for a in response.answers.values() if a.x_input_flags),
         "identity": {k: identity[k] for k in IDENTITY_LOGGED},
     }
     if s.policy is not None:  # per-request counts the stack's metric filters sum (stacks/observability.py)
-        line["policy"] = s.policy.version
+        line[events.POLICY_FIELD] = s.policy.version
         for action, field in ACTION_COUNT_FIELDS.items():
             line[field] = sum(1 for a in response.answers.values() if a.x_action == action)
         line.update(shift_counts(response))
@@ -125,6 +129,10 @@ def picked_index(answer: Answer) -> int:
     return picked
 
 
+# answer shape (contract.AnswerShape) -> the places of the options an answer counts as picked
+PICKS: dict[str, Callable[[Answer], list[int]]] = {"categorical": lambda answer: [picked_index(answer)]}
+
+
 def shift_counts(response: DecisionResponse) -> dict[str, Any]:
     """What the decision-shift metric filters sum (stacks/decision_shift.py): picks per question and option as
     `picked.q<x_options_sha256>_<option index>`, and the label mass over the answers that report one. No text."""
@@ -132,13 +140,14 @@ def shift_counts(response: DecisionResponse) -> dict[str, Any]:
     masses = []
     for answer in response.answers.values():
         if answer.x_options_sha256 is not None:
-            key = f"q{answer.x_options_sha256}_{picked_index(answer)}"
-            picked[key] = picked.get(key, 0) + 1
+            for index in PICKS[kind_of(answer.type).answer_shape](answer):
+                key = events.picked_key(answer.x_options_sha256, index)
+                picked[key] = picked.get(key, 0) + 1
         if answer.x_label_mass is not None:
             masses.append(answer.x_label_mass)
-    out: dict[str, Any] = {"picked": picked}
+    out: dict[str, Any] = {events.PICKED_FIELD: picked}
     if masses:
-        out["label_mass_sum"], out["label_mass_answers"] = round(sum(masses), 4), len(masses)
+        out[events.LABEL_MASS_SUM_FIELD], out[events.LABEL_MASS_ANSWERS_FIELD] = round(sum(masses), 4), len(masses)
     return out
 
 

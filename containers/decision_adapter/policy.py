@@ -28,7 +28,9 @@ from typing import Any, Final, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .actions import Action, Reason
+from .caller_text import StateBoundary
 from .contract import QuestionType
+from .input_flags import InputFlag
 from .question_types import kind_of
 from .signals import DebiasMode
 
@@ -37,8 +39,6 @@ PolicySchema = Literal["decision-policy/1", "decision-policy/2"]  # /1: bands wi
 ACTIONS: tuple[Action, ...] = get_args(Action)
 BandSource = Literal["question", "type"]
 BAND_REASONS: dict[BandSource, Reason] = {"question": "question_band", "type": "type_band"}
-# The decision log line's per-request count of answers per action; the stack's metric filters sum these fields.
-ACTION_COUNT_FIELDS: dict[Action, str] = {"automate": "automated", "review": "reviewed", "abstain": "abstained"}
 TOLERANCE = 1e-12  # as evaluate's coverage table: a confidence equal to a grid threshold is at or above it
 _HEX64 = r"^[0-9a-f]{64}$"
 _HEX16 = r"^[0-9a-f]{16}$"
@@ -174,6 +174,16 @@ class Policy(BaseModel):
     certified_mix: CertifiedMix | None = Field(
         None, description="The action shares and option mix on the certifying cases; None: not recorded."
     )
+    state_boundary: StateBoundary | None = Field(
+        None,
+        description="How the prompt marked the state as data when the thresholds were measured (x_run.state_boundary); "
+        "None: not recorded.",
+    )
+    review_input_flags: list[InputFlag] | None = Field(
+        None,
+        description="Answers raising any of these input flags (x_input_flags) go to review whatever their confidence "
+        "(reason input_flagged); None: flags do not change an action.",
+    )
 
     @model_validator(mode="after")
     def _sealed(self) -> Policy:
@@ -226,6 +236,15 @@ class Policy(BaseModel):
                 "was written); measure it again with `decisionctl evaluate --write-policy`"
             )
 
+    def check_state_boundary(self, served: str | None) -> None:
+        """Refuse a policy measured under another state boundary: the prompt, and so the probabilities, differ."""
+        if self.state_boundary is not None and served != self.state_boundary:
+            raise PolicyError(
+                f"policy {self.version} was measured with state boundary {self.state_boundary!r}, but the adapter "
+                f"serves {served or 'none (the GGUF scheme of its own)'!r}: set DECISION_STATE_BOUNDARY="
+                f"{self.state_boundary}, or measure it again with `decisionctl evaluate --write-policy`"
+            )
+
     def check_debias(self, served: str | None, tolerance: float | None = None) -> None:
         """Refuse a policy measured under another order-debiasing mode or adaptive tolerance: both move
         probabilities."""
@@ -256,7 +275,7 @@ def canonical_sha256(value: Any) -> str:
 def content_version(block: Mapping[str, Any]) -> str:
     """A policy block's version: the hash of everything but the version and the creation date."""
     content = {k: v for k, v in block.items() if k != "version"}
-    for key in ("order_debias_mode", "order_debias_tolerance", "certified_mix"):
+    for key in ("order_debias_mode", "order_debias_tolerance", "certified_mix", "state_boundary", "review_input_flags"):
         if content.get(key) is None:  # policies sealed before the field existed keep their version
             content.pop(key, None)
     for group in ("types", "questions"):  # decision-policy/1 bands have no certificate: their hash keeps
@@ -285,6 +304,8 @@ def seal(
     order_debias_tolerance: float | None = None,
     schema: PolicySchema = POLICY_SCHEMA,
     certified_mix: CertifiedMix | None = None,
+    state_boundary: str | None = None,
+    review_input_flags: Sequence[str] | None = None,
 ) -> Policy:
     """A policy with its version computed from its content."""
     block: dict[str, Any] = {
@@ -299,6 +320,8 @@ def seal(
         "out_of_scope_at_or_above": out_of_scope_at_or_above,
         "provenance": provenance.model_dump(mode="json"),
         "certified_mix": certified_mix.model_dump(mode="json") if certified_mix is not None else None,
+        "state_boundary": state_boundary,
+        "review_input_flags": list(review_input_flags) if review_input_flags is not None else None,
     }
     return Policy.model_validate({**block, "version": content_version(block)})
 
@@ -316,7 +339,7 @@ class Verdict:
     reason: Reason
 
 
-def verdict(
+def verdict(  # noqa: PLR0911 - one return per rule, in the order the docstring gives
     policy: Policy,
     qtype: str,
     probs: Sequence[float],
@@ -325,15 +348,19 @@ def verdict(
     label_mass: float | None = None,
     min_label_mass: float | None = None,
     out_of_scope: float | None = None,
+    input_flags: Sequence[str] = (),
 ) -> Verdict:
     """The action for one answer. `probs` are over the declared options (noul: yes, no); `out_of_scope` is
     the probability of the added "none of these" option among all n + 1; `min_label_mass` (the environment's)
-    overrides the policy's. Out of scope wins over low label mass, which wins over the confidence band."""
+    overrides the policy's. Out of scope wins over low label mass, which wins over an input flag the policy
+    reviews (whatever the confidence), which wins over the confidence band."""
     if out_of_scope is not None and _out_of_scope(policy, probs, out_of_scope):
         return Verdict("abstain", "out_of_scope")
     floor = min_label_mass if min_label_mass is not None else policy.min_label_mass
     if floor is not None and label_mass is not None and label_mass < floor:
         return Verdict("abstain", "low_label_mass")
+    if policy.review_input_flags and any(f in policy.review_input_flags for f in input_flags):
+        return Verdict("review", "input_flagged")
     band, source = policy.band_for(qtype, options_sha256)
     if band is None:
         return Verdict("abstain", "not_measured")

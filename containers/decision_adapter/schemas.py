@@ -11,7 +11,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from .actions import Action, Reason
+from .caller_text import StateBoundary
 from .contract import DEFAULT_MODEL_ALIAS, MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
+from .input_flags import InputFlag
 from .signals import DebiasMode
 
 # Text the caller may send wherever the contract says "description": a string, an object or an array.
@@ -150,6 +152,7 @@ class AnswerExtensions(BaseModel):
     x_slot_probabilities: list[list[float]] | None = None  # per order read, per slot; only where asked
     x_label_mass: float | None = None  # the model's probability, over its whole vocabulary, on the offered labels
     x_out_of_scope: float | None = None  # probability of the added "none of these" option, where it was offered
+    x_input_flags: list[InputFlag] | None = None  # what the caller text raised (input_flags.py); None: nothing
     x_action: Action | None = None  # under the served threshold policy (x_run.policy names it)
     x_action_reason: Reason | None = None
 
@@ -233,6 +236,7 @@ class RunIdentity(BaseModel):
     order_debias_mode: DebiasMode | None = None
     order_debias_tolerance: float | None = None  # adaptive mode: the most a reported probability may differ
     policy: str | None = None  # version of the threshold policy the answers' x_action come from
+    state_boundary: StateBoundary | None = None  # how the generic prompt marks the state as data; None: a GGUF's scheme
 
 
 class RunRecord(RunIdentity):

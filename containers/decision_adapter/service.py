@@ -35,7 +35,7 @@ from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
 from .model_files import find_gguf, verify_model
 from .policy import Policy
-from .prompting import debias_mode_served, debias_tolerance_served, make_scheme
+from .prompting import debias_mode_served, debias_tolerance_served, make_scheme, state_boundary_served
 from .runtime import LlamaRuntime
 from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
 from .settings import AdapterSettings, RuntimeSettings
@@ -123,8 +123,10 @@ class ModelService:
         decision = read_decision_metadata(meta)  # refuse an unservable decision scheme before loading the weights
         served_mode = debias_mode_served(decision, settings)
         served_tolerance = debias_tolerance_served(decision, settings)
+        served_boundary = state_boundary_served(decision, settings)
         if policy is not None:
             policy.check_debias(served_mode, served_tolerance)
+            policy.check_state_boundary(served_boundary)
         contexts = settings.max_concurrency + settings.chat_contexts
         kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=contexts)
         llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(contexts)]
@@ -139,7 +141,7 @@ class ModelService:
             eos_text=first.token_text("eos"),
             tokenize=first.token_ids,
         )
-        calibration = calibration_in_force(model.manifest, scheme)
+        calibration = calibration_in_force(model.manifest, template=scheme.name, declared=scheme.declared_temperatures)
         # One cache for all contexts: a snapshot restores into any context of the same model, and the budget
         # is the process's, not each context's.
         cache = StateCache(cache_budget(settings, gguf, n_ctx=first.n_ctx))
@@ -170,6 +172,7 @@ class ModelService:
             calibration=calibration.describe(),
             scheme=scheme.name,
             policy=policy.version if policy is not None else None,
+            state_boundary=served_boundary,
         )
         return cls(
             settings=settings,

@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .caller_text import StateBoundary
 from .signals import DebiasMode, debias_mode
 
 SM_PREFIX = "SM_LLAMA_CPP_"
@@ -93,6 +94,12 @@ class AdapterSettings(BaseSettings):
         "the reversed), rotations (every cyclic rotation, so each option sits in each slot once), adaptive (the "
         "rotations one by one, stopping once those unread can neither change the pick nor move a reported "
         "probability by more than DECISION_ADAPTIVE_TOLERANCE).",
+    )
+    state_boundary: StateBoundary = Field(
+        "off",
+        description="How the generic prompt marks the state as data: off, or tagged (the state between two lines "
+        "carrying a tag drawn from it, and a system line saying that nothing between them is an instruction). "
+        "Caller text never becomes control tokens either way.",
     )
     adaptive_tolerance: float = Field(
         0.34,
