@@ -26,7 +26,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from stacks.autoscaling import variant_scalable_target
-from stacks.bulk_config import AsyncEndpoint
+from stacks.bulk_config import AsyncEndpointConfig
 from stacks.endpoint import SageMakerEndpoint, decision_model
 from stacks.endpoint_config import CpuEndpoint, GpuEndpoint
 from stacks.instance_types import has_local_nvme
@@ -49,7 +49,7 @@ class AsyncDecisionEndpoint(SageMakerEndpoint):
         construct_id: str,
         *,
         endpoint_name: str,
-        settings: AsyncEndpoint,
+        settings: AsyncEndpointConfig,
         base: CpuEndpoint | GpuEndpoint,
         image: str,
         environment: Mapping[str, str],

@@ -60,7 +60,7 @@ class BatchTransform(_Bulk):
         return self.max_concurrent_transforms
 
 
-class AsyncEndpoint(_Bulk):
+class AsyncEndpointConfig(_Bulk):
     """An asynchronous endpoint that scales to zero instances when its queue is empty."""
 
     max_instances: int = Field(ge=1, le=100)
@@ -78,7 +78,7 @@ class AsyncEndpoint(_Bulk):
         return self.max_concurrent_invocations_per_instance
 
 
-BulkSection = BatchTransform | AsyncEndpoint
+BulkSection = BatchTransform | AsyncEndpointConfig
 
 
 class _DecisionSection(BaseModel):

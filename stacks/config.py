@@ -17,7 +17,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
-from stacks.bulk_config import BULK_SECTIONS, AsyncEndpoint, BatchTransform, check_runs_on
+from stacks.bulk_config import BULK_SECTIONS, AsyncEndpointConfig, BatchTransform, check_runs_on
 from stacks.config_base import FrozenConfig
 from stacks.data_capture import DataCapture
 from stacks.decision_shift import DecisionShift, rollback_alarm_count
@@ -89,7 +89,7 @@ class DlcImages(FrozenConfig):
         return self.cuda_digest if flavour == "cuda" else self.cpu_digest
 
 
-class ImageRepository(FrozenConfig):
+class ImageRepositoryConfig(FrozenConfig):
     # null (or absent: CDK's context drops nulls) keeps every image
     keep_images: int | None = Field(
         default=None, ge=2, le=1000, description="Newest images kept, older ones expire; null keeps every image."
@@ -183,14 +183,14 @@ class EnvironmentConfig(FrozenConfig):
     termination_protection: bool
     log_retention_days: int
     dlc: DlcImages
-    image_repository: ImageRepository
+    image_repository: ImageRepositoryConfig
     model: ModelArtifact
     cpu: CpuEndpoint | None
     gpu: GpuEndpoint | None
     chat: ChatEndpoint | None
     # After the endpoint sections: their validators read the decision section they run on.
     batch: BatchTransform | None = None
-    async_inference: AsyncEndpoint | None = Field(default=None, alias="async")
+    async_inference: AsyncEndpointConfig | None = Field(default=None, alias="async")
     alarms: Alarms
     # The production loop (docs/deploy.md): answers captured to S3, decision-shift alarms; off when absent.
     data_capture: DataCapture | None = None
@@ -271,8 +271,8 @@ class EnvironmentConfig(FrozenConfig):
     @field_validator("batch", "async_inference")
     @classmethod
     def _bulk_runs_on(
-        cls, value: BatchTransform | AsyncEndpoint | None, info: ValidationInfo
-    ) -> BatchTransform | AsyncEndpoint | None:
+        cls, value: BatchTransform | AsyncEndpointConfig | None, info: ValidationInfo
+    ) -> BatchTransform | AsyncEndpointConfig | None:
         return check_runs_on(value, info)
 
     @property

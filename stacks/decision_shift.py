@@ -31,13 +31,18 @@ from stacks.config_base import FrozenConfig
 
 MAX_ALARM_METRICS = 10  # a metric math alarm reads at most 10 metrics (CloudWatch's hard limit)
 POLICY_DIMENSION = "Policy"
-POLICY_FIELD = "$.policy"  # the decision line's policy version (decision_adapter.handlers)
+POLICY_FIELD = "$.policy"  # the decision line's policy version (decision_adapter.events.POLICY_FIELD)
 PICKED_FIELD = "picked"  # decision line: {"q<x_options_sha256>_<option index>": answers that picked it}
 LABEL_MASS_SUM_FIELD = "label_mass_sum"
 LABEL_MASS_ANSWERS_FIELD = "label_mass_answers"
-# action -> the decision line's per-request count (decision_adapter.policy.ACTION_COUNT_FIELDS) and its metric id
+# action -> the decision line's per-request count (decision_adapter.events.ACTION_COUNT_FIELDS) and its metric id
 ACTION_FIELDS = {"automate": "automated", "review": "reviewed", "abstain": "abstained"}
 ACTION_METRICS = {"automate": "AutomatedAnswers", "review": "ReviewedAnswers", "abstain": "AbstainedAnswers"}
+
+# question type -> its answer shape (decision_adapter.question_types; stacks do not import the adapter). A pick is
+# counted as one option index per answer (`picked.q<x_options_sha256>_<i>`), so only these shapes can route.
+ANSWER_SHAPES = {"noul": "categorical", "choice": "categorical", "score": "categorical"}
+PICKED_SHAPES = ("categorical",)
 
 Hex16 = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -95,6 +100,10 @@ class DecisionShift(FrozenConfig):
                 f"routing_questions {unknown} have no option mix in certified.questions (known: {known}): copy the "
                 "policy's certified_mix again, or name questions it certified"
             )
+        types = {q: self.certified.questions[q].type for q in self.routing_questions}
+        unpicked = sorted(q for q, t in types.items() if ANSWER_SHAPES[t] not in PICKED_SHAPES)
+        if unpicked:
+            raise ValueError(f"routing_questions {unpicked} are of a type whose answers pick no single option")
         options = sum(len(self.certified.questions[q].options) for q in self.routing_questions)
         if options > MAX_ALARM_METRICS:
             raise ValueError(

@@ -31,13 +31,16 @@ from .errors import (
     UnsupportedShape,
     error_response,
     invalid_json,
-    startup_failure,
     validation_detail,
 )
 from .events import requests_log
+from .gguf_metadata import DecisionMetadataError
+from .manifest import ChecksumMismatch
+from .model_files import ModelNotFound
+from .policy import PolicyError
 from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .service import ModelService
-from .settings import AdapterSettings, RuntimeSettings
+from .settings import AdapterSettings, RuntimeSettings, SettingsError
 
 
 def loaded_service(request: Request) -> ModelService:
@@ -144,6 +147,24 @@ async def _invalid_request(request: Request, err: Exception) -> Response:
     offending input: it can be customer text, or a non-finite number a JSON body cannot carry back."""
     assert isinstance(err, RequestValidationError)
     return error_response(InvalidRequest(validation_detail(err.errors())))
+
+
+def startup_failure(err: Exception) -> dict[str, Any] | None:
+    """The log line of an error that stops start-up, classified here where loading's errors are caught (the
+    modules that raise them sit below errors.py); None for an error that has no event of its own."""
+    if isinstance(err, ChecksumMismatch):
+        return {
+            "event": events.MODEL_CHECKSUM_MISMATCH,
+            "file": str(err.path),
+            "expected_sha256": err.expected,
+            "actual_sha256": err.actual,
+            "message": "refusing to start",
+        }
+    if isinstance(err, PolicyError):
+        return {"event": events.POLICY_REFUSED, "message": f"refusing to start: {err}"}
+    if isinstance(err, ModelNotFound | SettingsError | DecisionMetadataError):
+        return {"event": events.MODEL_NOT_LOADED, "message": str(err)}
+    return None
 
 
 def create_app(

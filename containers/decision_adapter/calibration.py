@@ -11,7 +11,6 @@ import numpy as np
 from .contract import QUESTION_TYPES
 from .gguf_metadata import DecisionMetadataError, Temperatures
 from .manifest import Manifest, SlotPrior
-from .prompting import PromptScheme
 from .schemas import CalibrationInForce
 from .signals import Vector
 
@@ -41,16 +40,18 @@ class ActiveCalibration:
         return CalibrationInForce(source=self.source, temperature=self.temperatures.describe(), slot_prior=prior)
 
 
-def calibration_in_force(manifest: Manifest | None, scheme: PromptScheme) -> ActiveCalibration:
-    """The manifest's temperatures first (fitted for this model file), then those the GGUF declares, else
-    none (T = 1). The manifest's slot prior, if any, only under the model and template it was fitted under
-    (SlotPriorMismatch otherwise)."""
+def calibration_in_force(
+    manifest: Manifest | None, *, template: str, declared: Temperatures | None
+) -> ActiveCalibration:
+    """The manifest's temperatures first (fitted for this model file), then those the GGUF declares (`declared`,
+    the prompt scheme's), else none (T = 1). The manifest's slot prior, if any, only under the model and the
+    prompt template (the scheme's name) it was fitted under (SlotPriorMismatch otherwise)."""
     if manifest is not None and manifest.calibration is not None:
         fitted = manifest.calibration
-        prior = checked_prior(fitted.slot_prior, model_sha256=manifest.sha256, template=scheme.name)
+        prior = checked_prior(fitted.slot_prior, model_sha256=manifest.sha256, template=template)
         return ActiveCalibration("manifest", Temperatures({t: fitted.for_type(t) for t in QUESTION_TYPES}), prior)
-    if scheme.declared_temperatures is not None:
-        return ActiveCalibration("gguf", scheme.declared_temperatures)
+    if declared is not None:
+        return ActiveCalibration("gguf", declared)
     return ActiveCalibration("identity", Temperatures({}))
 
 

@@ -15,6 +15,10 @@ from typing import Any, Literal, Protocol, get_args
 # The question types, named once; each is defined in question_types.py (its models are in schemas.py).
 QuestionType = Literal["noul", "choice", "score"]
 QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
+# What an answer is, as the modules that read a pick dispatch on it (each kind says its own, question_types.py).
+# categorical: one softmax over the declared options and one picked index; every type today.
+AnswerShape = Literal["categorical"]
+ANSWER_SHAPES: tuple[str, ...] = get_args(AnswerShape)
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"

@@ -4,7 +4,8 @@ Bodies follow the contract: `{"detail": {"error_type", "message"}}` with a JSON 
 Validation failures, malformed JSON among them, are `InvalidRequest`: the contract's 422 with `detail[]`
 (built by `validation_detail`), as `jevcompat mock` answers them. A JSON Lines error line (bulk.py) is
 `record_error`: the same `error_type` and `message`, the status, and an `InvalidRequest`'s `detail[]`.
-Start-up failures have no response: `startup_failure` gives the line each writes before the process stops.
+Start-up failures have no response and no row: the lifespan hook that catches them (app.startup_failure) gives
+the line each writes before the process stops. This module imports nothing of the adapter's: every module may raise.
 """
 
 from __future__ import annotations
@@ -15,13 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi.responses import JSONResponse
-
-from . import events
-from .gguf_metadata import DecisionMetadataError
-from .manifest import ChecksumMismatch
-from .model_files import ModelNotFound
-from .policy import PolicyError
-from .settings import SettingsError
 
 
 class AdapterError(Exception):
@@ -99,7 +93,7 @@ ERROR_TABLE: dict[type[Exception], ErrorKind] = {
 }
 
 
-def kind_of(err: Exception) -> ErrorKind:
+def error_kind(err: Exception) -> ErrorKind:
     """The table's row for the error's class or its nearest listed base; a 500 for anything else."""
     for cls in type(err).__mro__:
         kind = ERROR_TABLE.get(cls)
@@ -109,11 +103,11 @@ def kind_of(err: Exception) -> ErrorKind:
 
 
 def status_of(err: Exception) -> int:
-    return kind_of(err).status
+    return error_kind(err).status
 
 
 def error_response(err: Exception) -> JSONResponse:
-    kind = kind_of(err)
+    kind = error_kind(err)
     headers = {}
     retry_after = err.retry_after if isinstance(err, AdapterError) and err.retry_after is not None else kind.retry_after
     if retry_after is not None:
@@ -126,7 +120,7 @@ def error_response(err: Exception) -> JSONResponse:
 
 def error_detail(err: Exception) -> dict[str, str]:
     """The body's `detail` for the error (an `InvalidRequest`'s body carries its `detail[]` instead)."""
-    kind = kind_of(err)
+    kind = error_kind(err)
     return {"error_type": kind.error_type, "message": kind.message.format(err)}
 
 
@@ -157,20 +151,3 @@ def validation_detail(errors: Iterable[Mapping[str, Any]], *, prefix: tuple[str,
         {"loc": [*prefix, *e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
         for e in errors
     ]
-
-
-def startup_failure(err: Exception) -> dict[str, Any] | None:
-    """The log line of an error that stops start-up; None for an error this table does not know."""
-    if isinstance(err, ChecksumMismatch):
-        return {
-            "event": events.MODEL_CHECKSUM_MISMATCH,
-            "file": str(err.path),
-            "expected_sha256": err.expected,
-            "actual_sha256": err.actual,
-            "message": "refusing to start",
-        }
-    if isinstance(err, PolicyError):
-        return {"event": events.POLICY_REFUSED, "message": f"refusing to start: {err}"}
-    if isinstance(err, ModelNotFound | SettingsError | DecisionMetadataError):
-        return {"event": events.MODEL_NOT_LOADED, "message": str(err)}
-    return None

@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from . import contract
-from .contract import QUESTION_TYPES, QuestionType
+from .contract import QUESTION_TYPES, AnswerShape, QuestionType
 from .schemas import (
     AnswerExtensions,
     ChoiceAnswer,
@@ -62,6 +62,7 @@ class QuestionKind(ABC, Generic[Q, A]):
     """One question type. Probability vectors are over its declared options in their declared order."""
 
     name: ClassVar[QuestionType]
+    answer_shape: ClassVar[AnswerShape]  # what a reader of the pick dispatches on (contract.AnswerShape)
     question_model: ClassVar[type[BaseModel]]
     answer_model: ClassVar[type[AnswerExtensions]]
     default_instructions: ClassVar[str] = "Which option fits best?"  # the generic prompt's, where none is sent
@@ -142,6 +143,7 @@ class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
     """Yes or no: the answer is the probability of yes."""
 
     name = "noul"
+    answer_shape = "categorical"
     question_model = NoulQuestion
     answer_model = NoulAnswer
     default_instructions = "Which answer fits the state?"
@@ -223,6 +225,7 @@ class ChoiceKind(_Distributed[ChoiceQuestion, ChoiceAnswer]):
     """One of N named options."""
 
     name = "choice"
+    answer_shape = "categorical"
     question_model = ChoiceQuestion
     answer_model = ChoiceAnswer
 
@@ -284,6 +287,7 @@ class ScoreKind(_Distributed[ScoreQuestion, ScoreAnswer]):
     """An ordinal score: levels low to high, keyed "0".."n-1"; the answer is the expected level."""
 
     name = "score"
+    answer_shape = "categorical"
     question_model = ScoreQuestion
     answer_model = ScoreAnswer
     levels = True

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from decision_adapter import errors, events
+from decision_adapter.app import startup_failure
 from decision_adapter.gguf_metadata import UnsupportedDecisionScheme
 from decision_adapter.manifest import ChecksumMismatch
 from decision_adapter.model_files import ModelNotFound
@@ -93,7 +94,7 @@ def test_retry_after_from_the_error_or_the_table() -> None:
 
 
 def test_startup_failures_name_their_event() -> None:
-    mismatch = errors.startup_failure(ChecksumMismatch(Path("/m/x.gguf"), "a" * 64, "b" * 64))
+    mismatch = startup_failure(ChecksumMismatch(Path("/m/x.gguf"), "a" * 64, "b" * 64))
     assert mismatch is not None and mismatch["event"] == events.MODEL_CHECKSUM_MISMATCH
     assert (mismatch["file"], mismatch["expected_sha256"], mismatch["actual_sha256"]) == (
         "/m/x.gguf",
@@ -101,9 +102,9 @@ def test_startup_failures_name_their_event() -> None:
         "b" * 64,
     )
     for err in (ModelNotFound("no gguf"), UnsupportedDecisionScheme("llama.decision.type", "kev")):
-        line = errors.startup_failure(err)
+        line = startup_failure(err)
         assert line is not None and line["event"] == events.MODEL_NOT_LOADED and line["message"] == str(err)
-    assert errors.startup_failure(KeyError("unknown")) is None
+    assert startup_failure(KeyError("unknown")) is None
 
 
 def test_the_stacks_metric_filters_select_the_adapters_event_names() -> None:

@@ -24,8 +24,9 @@ from typing import Any
 import httpx
 import pytest
 from decision_adapter import events
+from decision_adapter.events import ACTION_COUNT_FIELDS
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
-from decision_adapter.policy import ACTION_COUNT_FIELDS, Band, Provenance, seal, verdict
+from decision_adapter.policy import Band, Provenance, seal, verdict
 from decisionctl import certified, cli
 from decisionctl.cases import load_cases
 from decisionctl.commands.options import shipped

@@ -7,15 +7,21 @@ test_adapter_decisions and test_adapter_response; this file checks that the defi
 
 from __future__ import annotations
 
+import re
 import typing
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from decision_adapter import contract, schemas
+from decision_adapter import contract, handlers, schemas
 from decision_adapter.manifest import Calibration
 from decision_adapter.policy import OptionMix, QuestionBand
 from decision_adapter.question_types import KINDS, NOUL_OPTIONS, kind_of, types_phrase
 from decisionctl import cases
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTER = ROOT / "containers" / "decision_adapter"
+DEFINITIONS = {"question_types.py", "contract.py", "schemas.py"}  # where a type is defined, not read
 
 
 def union_members(annotation: Any) -> set[type]:
@@ -103,3 +109,57 @@ def test_an_answer_reads_back_its_options_pick_and_a_final_answer_through_its_ki
     assert kind.final_option(answer, picked) == picked
     with pytest.raises(ValueError, match="final answer"):
         kind.final_option(answer, "nothing of the kind")
+
+def test_every_kind_says_an_answer_shape_every_reader_of_a_pick_handles() -> None:
+    from stacks.decision_shift import ANSWER_SHAPES, PICKED_SHAPES
+
+    assert get_args(contract.AnswerShape) == contract.ANSWER_SHAPES
+    for kind in KINDS.values():
+        assert "answer_shape" in type(kind).__dict__  # said by the kind itself, never inherited by a new one
+        assert kind.answer_shape in contract.ANSWER_SHAPES
+        assert kind.answer_shape in handlers.PICKS  # the decision line's `picked` counts
+    # the stacks' copy (they do not import the adapter) and the shapes its routing questions can count
+    assert {name: kind.answer_shape for name, kind in KINDS.items()} == ANSWER_SHAPES
+    assert set(PICKED_SHAPES) <= set(contract.ANSWER_SHAPES)
+
+
+def docs_section(start: str, end: str) -> str:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    return text[text.index(start) : text.index(end)]
+
+
+def modules_mentioning(pattern: str) -> set[str]:
+    """Modules of the adapter, decisionctl and the stacks whose source matches, named as architecture.md names
+    them: `handlers.py`, `prompting/base.py`, decisionctl's `evaluation/cases.py`, `stacks/decision_shift.py`."""
+    found = set()
+    for folder, prefix in ((ADAPTER, ""), (ROOT / "tools" / "decisionctl", ""), (ROOT / "stacks", "stacks/")):
+        for path in folder.rglob("*.py"):
+            if re.search(pattern, path.read_text()):
+                found.add(prefix + path.relative_to(folder).as_posix())
+    return found - DEFINITIONS
+
+
+def modules_named(section: str) -> set[str]:
+    """The modules a section names (test files aside)."""
+    return {m for m in re.findall(r"`([\w/]+\.py)`", section) if not m.startswith("tests/")}
+
+
+def test_architecture_md_names_every_module_that_reads_the_kind() -> None:
+    """'A new question type' names each module that reads a type's kind or the type names."""
+    named = docs_section("- **A new question type**", "- **A question type with another answer shape**")
+    readers = modules_mentioning(r"kind_of\(|\bKINDS\b|QUESTION_TYPES|\bQuestionType\b|answer_shape|ANSWER_SHAPES")
+    assert "handlers.py" in readers and "stacks/decision_shift.py" in readers
+    assert {m for m in readers if f"`{m}`" not in named} == set()
+    assert modules_named(named) <= modules_mentioning("") | DEFINITIONS  # none gone stale
+
+
+def test_architecture_md_names_every_module_that_reads_one_pick() -> None:
+    """'Another answer shape' names each module that reads the one option an answer picks."""
+    named = docs_section("- **A question type with another answer shape**", "- **A new error**")
+    readers = modules_mentioning(
+        r"\.picked\(|\.pick\(|picked_probability|expected_index|picked_name|picked_index|final_option|"
+        r"\bPICKS\b|PICKED_SHAPES|softmax"
+    )
+    assert {"handlers.py", "policy.py", "engine.py"} <= readers
+    assert {m for m in readers if f"`{m}`" not in named} == set()
+    assert modules_named(named) <= modules_mentioning("") | DEFINITIONS  # none gone stale

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
-from decision_adapter.policy import ACTION_COUNT_FIELDS
+from decision_adapter.events import ACTION_COUNT_FIELDS
 
 from app import build_app
 from stacks.config import ConfigError, load_environment

@@ -1,0 +1,131 @@
+"""The import graph, read from the source (no import runs): no cycle among the adapter, decisionctl, the stacks
+and the client; the adapter's floors (modules on its longest import chain) and its error module at the bottom;
+no module over 400 lines."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# top-level package -> its folder; files are globbed, so a module moved between two runs is still found
+PACKAGES = {
+    "decision_adapter": ROOT / "containers" / "decision_adapter",
+    "decisionctl": ROOT / "tools" / "decisionctl",
+    "stacks": ROOT / "stacks",
+    "decision_endpoints_client": ROOT / "clients" / "python" / "decision_endpoints_client",
+}
+LINE_LIMIT_FOLDERS = ("containers", "tools", "stacks", "clients")
+MAX_LINES = 400
+# serve -> app -> bulk -> handlers -> service -> engine -> prompting -> prompting.gguf -> prompting.systemone
+# -> prompting.base -> question_types -> schemas -> signals (17 before issue 32: errors.py sat on floor 7)
+ADAPTER_FLOORS = 13
+
+
+def module_files() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = module_files()
+
+
+def imported(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The project modules an import statement loads: a submodule where one is named, else the package."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name in MODULES}
+    if node.level:
+        here = module.split(".") if MODULES[module].name == "__init__.py" else module.split(".")[:-1]
+        base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    found = set()
+    for alias in node.names:
+        if f"{base}.{alias.name}" in MODULES:
+            found.add(f"{base}.{alias.name}")
+        elif base in MODULES:
+            found.add(base)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        nodes = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Import | ast.ImportFrom)]
+        graph[module] = set().union(*(imported(module, n) for n in nodes)) - {module}
+    return graph
+
+
+GRAPH = import_graph()
+
+
+def cycle() -> list[str] | None:
+    """One import cycle, as the chain of modules that closes it; None when there is none."""
+    state: dict[str, int] = {}  # 1: on the current chain, 2: done
+
+    def walk(module: str, chain: list[str]) -> list[str] | None:
+        state[module] = 1
+        for dep in sorted(GRAPH[module]):
+            if state.get(dep) == 1:
+                return [*chain[chain.index(dep) :], dep] if dep in chain else [*chain, dep]
+            if dep not in state and (found := walk(dep, [*chain, dep])):
+                return found
+        state[module] = 2
+        return None
+
+    for module in sorted(GRAPH):
+        if module not in state and (found := walk(module, [module])):
+            return found
+    return None
+
+
+@cache
+def floors(module: str) -> int:
+    """Modules on the longest import chain from this one down, itself included (the root package, which holds
+    only the version, does not count)."""
+    below = GRAPH[module] - {"decision_adapter"}
+    return 1 + max((floors(d) for d in below), default=0)
+
+
+def test_no_import_cycle() -> None:
+    assert len(GRAPH) > 100  # the four packages were found
+    assert cycle() is None
+
+
+def test_the_adapter_is_at_most_its_floors_deep() -> None:
+    adapter = [m for m in GRAPH if m.startswith("decision_adapter.")]
+    deepest = max(adapter, key=floors)
+    assert floors(deepest) <= ADAPTER_FLOORS, f"{deepest} is {floors(deepest)} floors deep"
+
+
+def test_the_error_module_imports_nothing_of_the_adapters() -> None:
+    """Every module may raise a domain error, so errors.py must sit on the bottom floor."""
+    assert GRAPH["decision_adapter.errors"] == set()
+    assert floors("decision_adapter.errors") == 1
+
+
+def test_a_cycle_is_seen() -> None:
+    """The checks above can fail: a cycle added to the graph is found."""
+    GRAPH["decision_adapter.signals"].add("decision_adapter.serve")
+    try:
+        found = cycle()
+    finally:
+        GRAPH["decision_adapter.signals"].discard("decision_adapter.serve")
+    assert found is not None and found[0] == found[-1]
+
+
+def test_no_module_over_400_lines() -> None:
+    over = {
+        str(path.relative_to(ROOT)): n
+        for folder in LINE_LIMIT_FOLDERS
+        for path in (ROOT / folder).rglob("*.py")
+        if "node_modules" not in path.parts and (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert over == {}
