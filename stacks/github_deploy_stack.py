@@ -25,9 +25,13 @@ Which token may take which role (the `sub` claim GitHub puts in a job's token):
   and the GitHub environment's deployment-branch rule, a setting this template cannot see, was the only
   thing tying prod to main. Now the trust policy says it.
 - Beside each approval-gated environment's deploy role, a diff role (`...-github-diff-prod`), trusted by the
-  GitHub environment `prod-diff` (no reviewers) on main in deploy.yml, may assume only that environment's
-  bootstrap lookup role (read-only, no decryption): the job before the approval runs
-  `cdk diff --no-change-set` with it, so reviewers approve a diff they have read.
+  GitHub environment `prod-diff` (no reviewers) on main in deploy.yml, may only read that environment's own
+  stacks (`DescribeStacks`, `GetTemplate`, `ListStackResources` on `DecisionEndpoints-prod-*`): the job before
+  the approval runs `cdk diff --no-change-set` with it, so reviewers approve a diff they have read. Not the
+  bootstrap lookup role: its ReadOnlyAccess reads the whole account, the endpoints' decision lines included
+  (CloudWatch Logs decrypts them for any reader), from a job nobody approved. The CLI, refused the lookup role,
+  proceeds with the diff role's own credentials, which are in the stacks' account (this stack lives there). An
+  approval-gated environment in another account than this stack's still diffs through its lookup role.
 
 Each role assumes only its environment's bootstrap roles, `cdk-<qualifier>-*` of its own qualifier;
 stacks/isolation.py refuses environments that would share them, and, once this stack is configured, any
@@ -50,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from stacks.config import BOOTSTRAP_QUALIFIER, ConfigError
 from stacks.isolation import check_isolation, check_pipeline_accounts, qualifier_of
+from stacks.nag import acknowledge
 
 GITHUB_DEPLOY_STACK = "DecisionEndpoints-GitHubDeploy"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -64,7 +69,13 @@ DIFF_SUFFIX = "-diff"  # GitHub environment of the job that diffs an approval-ga
 # The bootstrap roles a `cdk deploy` / `cdk diff` of these stacks assumes: no Docker image assets, so no
 # image-publishing role; lookup is what `cdk diff` reads the deployed templates with.
 BOOTSTRAP_ROLES = ("deploy-role", "file-publishing-role", "lookup-role")
-DIFF_BOOTSTRAP_ROLES = ("lookup-role",)  # `cdk diff --no-change-set` reads deployed templates with it alone
+DIFF_BOOTSTRAP_ROLES = ("lookup-role",)  # for an approval-gated environment in another account than this stack's
+# What `cdk diff --no-change-set` calls on the deployed stacks (describe, template, nested stacks' resources).
+DIFF_STACK_ACTIONS = (
+    "cloudformation:DescribeStacks",
+    "cloudformation:GetTemplate",
+    "cloudformation:ListStackResources",
+)
 # Image builds wait up to 55 minutes inside one deployment, and the CLI re-assumes the bootstrap roles
 # with these credentials while it watches: the session must outlast a first deployment.
 SESSION_HOURS = 3
@@ -151,6 +162,11 @@ class GitHubDeploy(BaseModel):
         branch environment's). check_pipeline_accounts keeps every other environment out of that account."""
         gated = [t for t in self.targets if t.environment != BRANCH_ENVIRONMENT]
         return (gated or list(self.targets))[0]
+
+
+def environment_stacks(environment: str) -> str:
+    """The names of an environment's stacks (app.stack_name: DecisionEndpoints-<env>-<part>), as a pattern."""
+    return f"DecisionEndpoints-{environment}-*"
 
 
 def role_name(environment: str) -> str:
@@ -306,7 +322,7 @@ class GitHubDeployStack(cdk.Stack):
             role_name=diff_role_name(environment),
             description=(
                 f"{config.owner}/{config.repository} deploy workflow, {environment}'s diff before approval: "
-                "assumes that environment's CDK bootstrap lookup role (read-only) only"
+                "reads that environment's stacks only"
             ),
             max_session_duration=cdk.Duration.hours(1),
             assumed_by=iam.FederatedPrincipal(
@@ -315,7 +331,10 @@ class GitHubDeployStack(cdk.Stack):
                 "sts:AssumeRoleWithWebIdentity",
             ),
         )
-        self._grant_bootstrap(role, target, DIFF_BOOTSTRAP_ROLES)
+        if target.account is None or target.account == self.account:
+            self._grant_stack_reads(role, target)
+        else:  # another account's stacks are read through a role of that account
+            self._grant_bootstrap(role, target, DIFF_BOOTSTRAP_ROLES)
         cdk.CfnOutput(
             self,
             f"DiffRoleArn{_camel(environment)}",
@@ -325,22 +344,44 @@ class GitHubDeployStack(cdk.Stack):
         )
         return role
 
+    def _grant_stack_reads(self, role: iam.Role, target: DeployTarget) -> None:
+        """Read the target environment's own stacks, and its bootstrap's version: nothing else of the account."""
+        stacks = (
+            f"arn:{self.partition}:cloudformation:{target.region}:{self.account}:stack/"
+            f"{environment_stacks(target.environment)}/*"
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(sid="ReadEnvironmentStacks", actions=list(DIFF_STACK_ACTIONS), resources=[stacks])
+        )
+        finding = stacks
+        for token, pseudo in ((self.partition, "<AWS::Partition>"), (self.account, "<AWS::AccountId>")):
+            if cdk.Token.is_unresolved(token):
+                finding = finding.replace(token, pseudo)
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::{finding}]",
+            "A stack ARN ends in the stack's generated id; the pattern names this environment's stacks "
+            "(DecisionEndpoints-<env>-*) and the actions only read them",
+        )
+        self._grant_bootstrap(role, target, ())
+
     def _grant_bootstrap(self, role: iam.Role, target: DeployTarget, roles: tuple[str, ...]) -> None:
-        """Assume exactly `roles` of the target's own bootstrap (its qualifier), and read that bootstrap's version."""
+        """Assume exactly `roles` (maybe none) of the target's own bootstrap (its qualifier), and read its version."""
         # A pinned account may be another one than this stack's: its bootstrap must trust this account
         # (cdk bootstrap --trust, docs/deploy.md).
         account = target.account or self.account
         qualifier = qualifier_of(target.qualifier)
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="AssumeCdkBootstrapRoles",
-                actions=["sts:AssumeRole"],
-                resources=[
-                    f"arn:{self.partition}:iam::{account}:role/cdk-{qualifier}-{name}-{account}-{target.region}"
-                    for name in roles
-                ],
+        if roles:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="AssumeCdkBootstrapRoles",
+                    actions=["sts:AssumeRole"],
+                    resources=[
+                        f"arn:{self.partition}:iam::{account}:role/cdk-{qualifier}-{name}-{account}-{target.region}"
+                        for name in roles
+                    ],
+                )
             )
-        )
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="ReadCdkBootstrapVersion",

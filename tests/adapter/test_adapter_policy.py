@@ -27,9 +27,10 @@ from decision_adapter import events
 from decision_adapter.events import ACTION_COUNT_FIELDS
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decision_adapter.policy import Band, Provenance, seal, verdict
-from decisionctl import certified, cli
-from decisionctl.cases import load_cases
+from decisionctl import cli
+from decisionctl.certification import bands
 from decisionctl.commands.options import shipped
+from decisionctl.evaluation.cases import load_cases
 from jevcompat import runner
 
 from stacks.observability import ACTION_COUNTS
@@ -161,7 +162,7 @@ def test_the_policy_has_per_question_bands_served_by_the_question_and_by_its_typ
     policy = read_manifest(evaluated.model / "manifest.json").policy
     assert policy is not None and policy.schema_ == "decision-policy/2"
     cases = {c.id: c for c in load_cases(Path(shipped("examples.jsonl")))}
-    keys = certified.question_keys(cases.values())
+    keys = bands.question_keys(cases.values())
     assert set(policy.questions) == set(keys.values())
     approval = policy.questions[keys[APPROVAL]]
     assert approval.automate_at_or_above is not None and approval.certificate is not None
@@ -169,7 +170,7 @@ def test_the_policy_has_per_question_bands_served_by_the_question_and_by_its_typ
     assert policy.types["noul"].automate_at_or_above is not None
     assert policy.types["choice"].automate_at_or_above is None  # not even at E = 0.9
     unseen = {"type": "noul", "instructions": "Is this message written in capital letters only?"}
-    assert certified.question_key(unseen) not in policy.questions
+    assert bands.question_key(unseen) not in policy.questions
     states = [cases[i].state for i in cases if i.startswith("noul-approval")]
     answers = []
     for state in states:

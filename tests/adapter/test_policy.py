@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from decision_adapter.manifest import Calibration, Manifest, calibration_sha256, read_manifest, write_manifest
 from decision_adapter.policy import Band, Certificate, Policy, PolicyError, Provenance, QuestionBand, seal, verdict
-from decisionctl.cases import parse_case, prediction_from_response
+from decisionctl.evaluation.cases import parse_case, prediction_from_response
 from pydantic import ValidationError
 
 from tests.decisionctl_support import reply

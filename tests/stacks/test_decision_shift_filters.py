@@ -22,7 +22,7 @@ import pytest
 from decision_adapter import events
 from decision_adapter.manifest import read_manifest, write_manifest
 from decision_adapter.policy import Band, CertifiedMix, OptionMix, Policy, Provenance, seal, verdict
-from decisionctl import certified
+from decisionctl.certification import bands
 
 from app import build_app
 from stacks.decision_shift import (
@@ -56,7 +56,7 @@ STATES = [
     "Login fails with error 500 on the web console.",
     "We would like a quote to upgrade from basic to premium.",
 ]
-ROUTING = certified.question_key(QUESTIONS["team"])
+ROUTING = bands.question_key(QUESTIONS["team"])
 # What a certification on labeled cases recorded (the policy's own claim about its mix), set here: far from what
 # chance-level answers do.
 CERTIFIED = CertifiedMix(

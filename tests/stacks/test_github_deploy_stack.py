@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,12 @@ import pytest
 from aws_cdk.assertions import Template
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
 
-from app import build_app
+from app import build_app, stack_name
 from stacks.config import ConfigError
 from stacks.github_deploy_stack import (
     GITHUB_DEPLOY_STACK,
     GitHubDeployStack,
+    environment_stacks,
     load_github,
 )
 from stacks.nag import acknowledged
@@ -145,22 +147,60 @@ def _bootstrap(
 def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesized) -> None:
     _, template, _ = synthesized
     assert _of(template, "AWS::IAM::ManagedPolicy") == {}
-    # Each role only its own qualifier's bootstrap roles (cdk-<qualifier>-*); the diff role only the lookup role.
+    # Each deploy role only its own qualifier's bootstrap roles (cdk-<qualifier>-*); the diff role none: it reads
+    # prod's own stacks itself (the lookup role's ReadOnlyAccess would read the whole account, decision lines too).
+    version = {"ReadCdkBootstrapVersion": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod")["ReadCdkBootstrapVersion"]}
     expected = {
         "decision-endpoints-github-deploy-dev": _bootstrap(DEV_ACCOUNT, "us-west-2", "decdev"),
         "decision-endpoints-github-deploy-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod"),
-        "decision-endpoints-github-diff-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod", ("lookup-role",)),
+        "decision-endpoints-github-diff-prod": {
+            "ReadEnvironmentStacks": [
+                f"arn:aws:cloudformation:{PROD_REGION}:{PROD_ACCOUNT}:stack/DecisionEndpoints-prod-*/*"
+            ],
+            **version,
+        },
     }
+    reads = {"cloudformation:DescribeStacks", "cloudformation:GetTemplate", "cloudformation:ListStackResources"}
     for name, (role_id, role) in _roles(template).items():
         assert "ManagedPolicyArns" not in role["Properties"]
         statements = _statements(template, role_id)
-        actions = {s["Sid"]: s["Action"] for s in statements}
-        assert actions == {"AssumeCdkBootstrapRoles": "sts:AssumeRole", "ReadCdkBootstrapVersion": "ssm:GetParameter"}
+        actions = {s["Sid"]: set(_as_list(s["Action"])) for s in statements}
+        if "-diff-" in name:
+            assert actions == {"ReadEnvironmentStacks": reads, "ReadCdkBootstrapVersion": {"ssm:GetParameter"}}
+        else:
+            assert actions == {
+                "AssumeCdkBootstrapRoles": {"sts:AssumeRole"},
+                "ReadCdkBootstrapVersion": {"ssm:GetParameter"},
+            }
         assert all(s["Effect"] == "Allow" for s in statements)
         resources = {s["Sid"]: sorted(_text(r) for r in _as_list(s["Resource"])) for s in statements}
         assert resources == expected[name], name
     # Every inline policy belongs to exactly one role.
     assert all(len(p["Properties"]["Roles"]) == 1 for p in _of(template, "AWS::IAM::Policy").values())
+
+
+def test_the_diff_roles_stacks_are_prods_and_only_prods() -> None:
+    pattern = f"arn:aws:cloudformation:{PROD_REGION}:{PROD_ACCOUNT}:stack/{environment_stacks('prod')}/*"
+    stack = f"arn:aws:cloudformation:{PROD_REGION}:{PROD_ACCOUNT}:stack/{{}}/0b1c2d3e"
+    assert all(fnmatchcase(stack.format(stack_name("prod", part)), pattern) for part in ("Foundation", "Serving"))
+    for other in (stack_name("dev", "Serving"), GITHUB_DEPLOY_STACK, "CDKToolkit-decprod"):
+        assert not fnmatchcase(stack.format(other), pattern), other
+
+
+def test_an_approval_gated_environment_in_another_account_diffs_through_its_lookup_role() -> None:
+    """The diff role lives in prod's account; a staging account's stacks are read through staging's own role."""
+    context = _context()
+    context["environments"]["staging"] = {
+        **context["environments"]["prod"],
+        "account": "777788889999",
+        "bootstrap_qualifier": "decstage",
+    }
+    config = load_github(context["github"], context["environments"])
+    assert config is not None and config.home_target.environment == "prod"
+    template = Template.from_stack(GitHubDeployStack(cdk.App(), "GitHubDeploy", config=config)).to_json()
+    role_id, _ = _roles(template)["decision-endpoints-github-diff-staging"]
+    (assume,) = [s for s in _statements(template, role_id) if s["Sid"] == "AssumeCdkBootstrapRoles"]
+    assert _text(assume["Resource"]).endswith(":role/cdk-decstage-lookup-role-777788889999-eu-west-1")
 
 
 def test_each_roles_arn_is_an_output_naming_its_github_variable(synthesized) -> None:
@@ -182,10 +222,14 @@ def test_each_roles_arn_is_an_output_naming_its_github_variable(synthesized) -> 
     }
 
 
-def test_nag_clean_without_acknowledgements_and_cfn_lint_clean(synthesized) -> None:
+def test_nag_clean_with_one_acknowledgement_and_cfn_lint_clean(synthesized) -> None:
     app, _, path = synthesized
     stack = app.node.find_child(GITHUB_DEPLOY_STACK)
-    assert acknowledged(stack) == {}
+    # One: the diff role's stack pattern (a stack ARN ends in a generated id).
+    stacks = f"arn:aws:cloudformation:{PROD_REGION}:{PROD_ACCOUNT}:stack/DecisionEndpoints-prod-*/*"
+    assert {path: {r.removeprefix("Annotation::") for r in rules} for path, rules in acknowledged(stack).items()} == {
+        f"{GITHUB_DEPLOY_STACK}/DiffRoleProd": {f"AwsSolutions-IAM5[Resource::{stacks}]"}
+    }
     assert isinstance(stack, cdk.Stack) and stack.termination_protection
     errors = [m for m in lint_file(path, ManualArgs(regions=["us-west-2"])) if m.rule.id.startswith("E")]
     assert errors == []

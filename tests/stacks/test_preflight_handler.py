@@ -1,6 +1,6 @@
 """Custom::ModelPreflight handler against botocore's Stubber (a stand-in for S3): each failure says what and how to fix.
 
-The manifests are written by the packaging code itself (decisionctl.packaging), so the check reads
+The manifests are written by the packaging code itself (decisionctl.release.packaging), so the check reads
 exactly what `decisionctl package-model --upload` puts in the bucket.
 """
 
@@ -86,7 +86,7 @@ def failure(client: Any, ev: dict[str, Any]) -> str:
 
 
 def test_the_manifest_key_is_where_package_model_uploads_it() -> None:
-    from decisionctl.packaging import parse_s3_url
+    from decisionctl.release.packaging import parse_s3_url
 
     bucket, key = parse_s3_url(f"s3://{BUCKET}/{ARTIFACT}")
     assert (bucket, manifest_key(key)) == (BUCKET, MANIFEST)
@@ -106,7 +106,7 @@ def test_a_packaged_artifact_passes_and_reports_its_checksums(s3: tuple[Any, Stu
 
 def test_what_package_model_uploads_passes(s3: tuple[Any, Stubber], tmp_path: Path) -> None:
     """The real upload code writes the manifest and the metadata; the check accepts exactly that."""
-    from decisionctl.packaging import Packaged, upload_artifacts
+    from decisionctl.release.packaging import Packaged, upload_artifacts
 
     (tmp_path / MANIFEST_NAME).write_bytes(manifest_bytes())
     tarball = tmp_path / "model.tar.gz"

@@ -79,7 +79,7 @@ def test_the_invocations_target_of_earlier_configs_is_named_as_unknown() -> None
 
 
 def test_decisionctl_names_the_config_key_the_stacks_read() -> None:
-    from decisionctl.bench import SCALING_KEY
+    from decisionctl.load.runs import SCALING_KEY
 
     section, field = SCALING_KEY.split(".")
     assert section in CpuEndpoint.model_fields and section in GpuEndpoint.model_fields

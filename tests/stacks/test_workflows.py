@@ -108,7 +108,7 @@ def test_each_job_preflights_then_assumes_its_role(deploy: dict[Any, Any], job_n
 def test_prod_diffs_read_only_and_deploys_only_the_templates_it_diffed(deploy: dict[Any, Any]) -> None:
     diff_job, prod = deploy["jobs"]["prod-diff"], deploy["jobs"]["prod"]
     (diff,) = [s["run"] for s in diff_job["steps"] if "bin/cdk diff" in s.get("run", "")]
-    assert "--no-change-set" in diff  # the lookup role alone: the diff role may not assume the deploy role
+    assert "--no-change-set" in diff  # reads only: the diff role may not assume the deploy role
     assert diff_job["outputs"]["templates-sha256"] == "${{ steps.synth.outputs.templates-sha256 }}"
     (synth,) = [s for s in prod["steps"] if "bin/cdk synth" in s.get("run", "")]
     assert synth["env"]["DIFFED"] == "${{ needs.prod-diff.outputs.templates-sha256 }}"
