@@ -277,10 +277,10 @@ class GitHubDeployStack(cdk.Stack):
             cdk.Tags.of(self).remove(key, priority=TAG_PRIORITY)
         for target in config.targets:
             tags = {**target.tags, ENVIRONMENT_TAG: target.environment}
-            for role in (self.roles.get(target.environment), self.diff_roles.get(target.environment)):
+            roles = (self.roles.get(target.environment), self.diff_roles.get(target.environment))
+            for role in (r for r in roles if r is not None):
                 for key, value in sorted(tags.items()):
-                    if role is not None:
-                        cdk.Tags.of(role).add(key, value, priority=TAG_PRIORITY + 1)
+                    cdk.Tags.of(role).add(key, value, priority=TAG_PRIORITY + 1)
 
     def _deploy_role(self, config: GitHubDeploy, target: DeployTarget, provider: iam.IOidcProvider) -> iam.Role:
         environment = target.environment
