@@ -21,11 +21,15 @@ def event_selected(pattern: str) -> str:
     return match.group(1)
 
 
-def test_observability_selects_the_adapters_events_and_sums_its_action_counts() -> None:
+def test_observability_selects_the_adapters_events_and_sums_its_counts() -> None:
     assert event_selected(observability.OVERLOAD_PATTERN) == events.OVERLOAD_REJECTED
     assert event_selected(observability.RUNTIME_FAILURE_PATTERN) == events.RUNTIME_FAILURE
     assert event_selected(observability.action_pattern("automated")) == events.DECISION
     assert {a: field for a, (field, _) in observability.ACTION_COUNTS.items()} == events.ACTION_COUNT_FIELDS
+    assert (observability.ANSWERS_FIELD, observability.INPUT_FLAGGED_FIELD) == (
+        events.ANSWERS_FIELD,
+        events.INPUT_FLAGGED_FIELD,
+    )
 
 
 def test_decision_shift_reads_the_adapters_fields() -> None:
