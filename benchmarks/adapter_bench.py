@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import psutil
 from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, ROOT, AdapterProcess, start_adapter
-from decisionctl.bench import percentiles
+from decisionctl.load.closed_loop import percentiles
 
 TICKET = (
     "Hello, I was charged twice for my March invoice (order #4471) and the refund I was promised last week "

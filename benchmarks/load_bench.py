@@ -15,7 +15,7 @@ and whether retries amplify overload.
   one chat context, the cores split between them) idle and while 256-token chat generations run back to back,
   side by side (target: p95 within 1.25x of idle), and with chat off (every core to the one decision context).
 
-Load goes through `decisionctl.bench.run_target`, the code `decisionctl bench` runs; adapters run one at a
+Load goes through `decisionctl.load.runs.run_target`, the code `decisionctl bench` runs; adapters run one at a
 time through the `serve` entrypoint (decision_adapter.launcher). Writes OUT/bench.json (decisionctl
 bench's format, which `decisionctl bench --from-result` reads, plus "retry_amplification") and OUT/bench.png.
 """
@@ -37,7 +37,8 @@ import httpx
 import psutil
 from decision_adapter.launcher import MODEL_FILE, ROOT, AdapterProcess, start_adapter
 from decision_adapter.settings import AdapterSettings
-from decisionctl import bench, render, workloads
+from decisionctl import tables
+from decisionctl.load import runs, workloads
 from decisionctl.transport import HttpTransport, Reply, RetryPolicy
 
 TIMEOUT_S = 900.0  # 16 clients on one 2,000-token context queue for minutes here; no answer is cut short
@@ -117,10 +118,10 @@ def _levels(
     *,
     policy: RetryPolicy,
 ) -> list[dict[str, Any]]:
-    """Each level on its own (its own count and seed) through bench.run_target; one warm-up request first."""
+    """Each level on its own (its own count and seed) through runs.run_target; one warm-up request first."""
     out = []
     for position, c in enumerate(levels):
-        (level,) = bench.run_target(
+        (level,) = runs.run_target(
             transport,
             workload,
             [c],
@@ -241,17 +242,17 @@ def retry_table(results: list[dict[str, Any]]) -> str:
                         f"{result['admission_wait_s']:g} s",
                         name,
                         f"{multiple} ({r['clients']})",
-                        render.num(r["goodput_per_s"], 2),
-                        render.num(r["goodput_vs_peak"], 2),
-                        render.num(r["sends_per_accepted"], 2),
+                        tables.num(r["goodput_per_s"], 2),
+                        tables.num(r["goodput_vs_peak"], 2),
+                        tables.num(r["sends_per_accepted"], 2),
                         f"{r['lost']}/{r['decisions']}",
-                        render.pct(r["rate_429"]),
-                        render.num(r["p95_s"], 1),
+                        tables.pct(r["rate_429"]),
+                        tables.num(r["p95_s"], 1),
                     ]
                 )
     headers = ["wait", "retry policy", "clients", "goodput/s", "vs peak", "sends/dec", "lost", "429", "p95 s"]
     peaks = ", ".join(f"{r['peak']['throughput_per_s']:.2f}/s (wait {r['admission_wait_s']:g} s)" for r in results)
-    return f"peak at {results[0]['peak']['clients']} clients: {peaks}\n" + render.table(headers, rows)
+    return f"peak at {results[0]['peak']['clients']} clients: {peaks}\n" + tables.table(headers, rows)
 
 
 LANE_CHAT = {"messages": [{"role": "user", "content": "Write a long story about a ship."}], "max_tokens": 256}
@@ -304,7 +305,7 @@ def _lane_row(name: str, level: dict[str, Any], chats: ChatLoad | None, env: dic
 
 def _one_client(transport: HttpTransport, plan: Plan, seed: int, warmup: int) -> dict[str, Any]:
     """One closed-loop client sending plan.lane_count ticket-routing decisions."""
-    (level,) = bench.run_target(
+    (level,) = runs.run_target(
         transport,
         workloads.TicketRouting(),
         [1],
@@ -351,17 +352,17 @@ def lane_table(result: dict[str, Any]) -> str:
         [
             r["setting"],
             str(r["decisions"]),
-            render.num(r["latency_s"]["p50"], 2),
-            render.num(r["latency_s"]["p95"], 2),
-            render.num(r["latency_s"]["p99"], 2),
+            tables.num(r["latency_s"]["p50"], 2),
+            tables.num(r["latency_s"]["p95"], 2),
+            tables.num(r["latency_s"]["p99"], 2),
             f"{r['chat_generations']} ({r['chat_tokens']} tokens)",
         ]
         for r in result["rows"]
     ]
     headers = ["decisions on", "decisions", "p50 s", "p95 s", "p99 s", "chat generations meanwhile"]
-    ratio = render.num(result["p95_while_chat_vs_idle"], 2)
+    ratio = tables.num(result["p95_while_chat_vs_idle"], 2)
     return (
-        render.table(headers, rows) + f"\ndecision p95 while chat generates / idle: {ratio} (target {result['target']})"
+        tables.table(headers, rows) + f"\ndecision p95 while chat generates / idle: {ratio} (target {result['target']})"
     )
 
 
@@ -372,7 +373,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "load")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
-    report_path = args.out / bench.BENCH_JSON
+    report_path = args.out / runs.BENCH_JSON
     report: dict[str, Any] = json.loads(report_path.read_text()) if args.only and report_path.exists() else {}
     quick = args.quick or bool(report.get("quick"))  # a partial run keeps the results marked quick if any part was
     report.update(
@@ -387,7 +388,7 @@ def main() -> int:
         if not args.only or "load" in args.only:
             t0 = time.perf_counter()
             report.update(
-                bench.settings(
+                runs.settings(
                     workloads=plan.workloads,
                     requests_file=None,
                     count=1,  # replaced below by the count of each workload and level
@@ -403,7 +404,7 @@ def main() -> int:
             print(f"load ({time.perf_counter() - t0:.0f} s)", flush=True)
             for w in plan.workloads:
                 print(f"\n{w.name}: {w.description}")
-                print(render.bench([t for t in report["targets"] if t["workload"] == w.name]))
+                print(tables.bench([t for t in report["targets"] if t["workload"] == w.name]))
         if not args.only or "retries" in args.only:
             t0 = time.perf_counter()
             report["retry_amplification"] = [bench_retries(Path(tmp), plan, w) for w in (0.0, DEFAULT_WAIT_S)]
@@ -412,7 +413,7 @@ def main() -> int:
             t0 = time.perf_counter()
             report["chat_lane"] = bench_lane(Path(tmp), plan)
             print(f"\nlane ({time.perf_counter() - t0:.0f} s)\n" + lane_table(report["chat_lane"]))
-    written = bench.write_report(args.out, report)
+    written = runs.write_report(args.out, report)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 

@@ -35,8 +35,8 @@ from typing import Any
 import httpx
 from decision_adapter.identity import cpu_model
 from decision_adapter.launcher import MODEL_DIR, AdapterProcess, start_adapter
-from decisionctl.cases import Case, load_cases
 from decisionctl.cli import main as decisionctl
+from decisionctl.evaluation.cases import Case, load_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 BALANCED = ROOT / "tools" / "decisionctl" / "data" / "position_balanced.jsonl"

@@ -1,5 +1,5 @@
 """Each question type defined once: its models, its options, its answer, the confidence a policy reads, its
-decision-log fields, and how an answer is read back (decisionctl's labeled cases, tables and captures).
+decision-log fields and its answer shape (what decisionctl reads back of an answer is decisionctl.readback).
 
 The engine, the prompt schemes, the policy, the handlers and decisionctl look a type up here (`kind_of`) instead
 of branching on its name. A new type: its name in `contract.QuestionType` (with its limits and confidence formula),
@@ -30,8 +30,6 @@ from .schemas import (
     ScoreQuestion,
     Text,
 )
-
-NOUL_OPTIONS: Final = ("yes", "no")  # a noul question's options as labeled cases and tables name them
 
 
 @dataclass(frozen=True)
@@ -96,48 +94,6 @@ class QuestionKind(ABC, Generic[Q, A]):
     def picked(self, answer: A, options: Sequence[str] | None = None) -> int:
         """The place, among `options` (its own where None), of the option the answer picks."""
 
-    def contract_confidence(self, answer: A) -> float | None:
-        """The answer's own `confidence` field; None where the type has none."""
-        return None
-
-    @abstractmethod
-    def summary(self, answer: A) -> str:
-        """The answer in a few words, as decisionctl's answer table shows it."""
-
-    @abstractmethod
-    def labelled_probabilities(self, answer: A) -> list[tuple[str, float]]:
-        """Each option's name (a level's text) and probability, in the order decisionctl's answer table shows."""
-
-    @abstractmethod
-    def case_options(self, criteria: Any) -> tuple[str, ...]:
-        """A labeled case's option names from its question's criteria; ValueError where they cannot be asked."""
-
-    @abstractmethod
-    def expected_index(self, expected: Any, options: Sequence[str]) -> int:
-        """The place of a labeled case's expected answer among its options; ValueError where it names none."""
-
-    @abstractmethod
-    def option_names(self, answer: A) -> tuple[str, ...]:
-        """The answer's option names in the order labeled cases use (decisionctl's captures and outcomes)."""
-
-    @abstractmethod
-    def named_distribution(self, answer: A) -> dict[str, float]:
-        """The answer's probabilities by option name, in the answer's own order."""
-
-    def picked_name(self, answer: A) -> str:
-        """The name of the option the answer picks (evaluate's rule, cases.predicted_index)."""
-        names = self.option_names(answer)
-        return names[self.picked(answer, names)]
-
-    @abstractmethod
-    def final_option(self, answer: A, final: Any) -> str:
-        """The option a final (human) answer to this answer's question names; ValueError says why it names none."""
-
-    @abstractmethod
-    def case_question(self, answer: A, final: str) -> tuple[dict[str, Any], Any]:
-        """A labeled case's question fields after its type, and its expected answer, from an answer and the
-        option people finally chose (the capture holds no criteria text beyond a score's legend)."""
-
 
 class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
     """Yes or no: the answer is the probability of yes."""
@@ -176,49 +132,12 @@ class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
     def picked(self, answer: NoulAnswer, options: Sequence[str] | None = None) -> int:
         return 0 if answer.noul >= 0.5 else 1
 
-    def summary(self, answer: NoulAnswer) -> str:
-        return NOUL_OPTIONS[self.picked(answer)]
-
-    def labelled_probabilities(self, answer: NoulAnswer) -> list[tuple[str, float]]:
-        return list(zip(NOUL_OPTIONS, self.distribution(answer), strict=True))
-
-    def case_options(self, criteria: Any) -> tuple[str, ...]:
-        return NOUL_OPTIONS
-
-    def expected_index(self, expected: Any, options: Sequence[str]) -> int:
-        if not isinstance(expected, bool):
-            raise ValueError(f"a noul case expects true or false, got {expected!r}")
-        return 0 if expected else 1
-
-    def option_names(self, answer: NoulAnswer) -> tuple[str, ...]:
-        return NOUL_OPTIONS
-
-    def named_distribution(self, answer: NoulAnswer) -> dict[str, float]:
-        return dict(zip(NOUL_OPTIONS, self.distribution(answer), strict=True))
-
-    def final_option(self, answer: NoulAnswer, final: Any) -> str:
-        value = final.strip().lower() if isinstance(final, str) else final
-        if value in (True, "true", "yes", "1"):
-            return "yes"
-        if value in (False, "false", "no", "0"):
-            return "no"
-        raise ValueError("a noul final answer is true or false")
-
-    def case_question(self, answer: NoulAnswer, final: str) -> tuple[dict[str, Any], Any]:
-        return {}, final == "yes"
-
 
 class _Distributed(QuestionKind[Q, D]):
     """A type whose answer carries `probabilities` per option and a `confidence`."""
 
     def distribution(self, answer: D, options: Sequence[str] | None = None) -> list[float]:
         return [answer.probabilities[name] for name in (answer.probabilities if options is None else options)]
-
-    def contract_confidence(self, answer: D) -> float | None:
-        return answer.confidence
-
-    def named_distribution(self, answer: D) -> dict[str, float]:
-        return dict(answer.probabilities)
 
 
 class ChoiceKind(_Distributed[ChoiceQuestion, ChoiceAnswer]):
@@ -250,37 +169,6 @@ class ChoiceKind(_Distributed[ChoiceQuestion, ChoiceAnswer]):
 
     def picked(self, answer: ChoiceAnswer, options: Sequence[str] | None = None) -> int:
         return list(answer.probabilities if options is None else options).index(answer.choice)
-
-    def summary(self, answer: ChoiceAnswer) -> str:
-        return answer.choice
-
-    def labelled_probabilities(self, answer: ChoiceAnswer) -> list[tuple[str, float]]:
-        return sorted(answer.probabilities.items(), key=lambda kv: -kv[1])
-
-    def case_options(self, criteria: Any) -> tuple[str, ...]:
-        limits = (contract.MIN_CHOICE_OPTIONS, contract.MAX_CHOICE_OPTIONS)
-        if not isinstance(criteria, dict) or not limits[0] <= len(criteria) <= limits[1]:
-            raise ValueError("a choice question needs criteria as an object of 2 to 255 options")
-        return tuple(criteria)
-
-    def expected_index(self, expected: Any, options: Sequence[str]) -> int:
-        if not isinstance(expected, str) or expected not in options:
-            raise ValueError(f"expected {expected!r} is not one of the options {list(options)}")
-        return list(options).index(expected)
-
-    def option_names(self, answer: ChoiceAnswer) -> tuple[str, ...]:
-        return tuple(answer.probabilities)
-
-    def picked_name(self, answer: ChoiceAnswer) -> str:
-        return answer.choice
-
-    def final_option(self, answer: ChoiceAnswer, final: Any) -> str:
-        if isinstance(final, str) and final in answer.probabilities:
-            return final
-        raise ValueError("a choice final answer is one of the question's option names")
-
-    def case_question(self, answer: ChoiceAnswer, final: str) -> tuple[dict[str, Any], Any]:
-        return {"criteria": {name: None for name in self.option_names(answer)}}, final
 
 
 class ScoreKind(_Distributed[ScoreQuestion, ScoreAnswer]):
@@ -315,42 +203,6 @@ class ScoreKind(_Distributed[ScoreQuestion, ScoreAnswer]):
 
     def picked(self, answer: ScoreAnswer, options: Sequence[str] | None = None) -> int:
         return self.pick(self.distribution(answer, options))
-
-    def summary(self, answer: ScoreAnswer) -> str:
-        mode = max(answer.probabilities, key=lambda k: answer.probabilities[k]) if answer.probabilities else ""
-        return f"{answer.score:.2f} (mode {answer.legend.get(mode, mode)})"
-
-    def labelled_probabilities(self, answer: ScoreAnswer) -> list[tuple[str, float]]:
-        ordered = sorted(answer.probabilities.items(), key=lambda kv: -kv[1])
-        return [(str(answer.legend.get(k, k)), p) for k, p in ordered]
-
-    def case_options(self, criteria: Any) -> tuple[str, ...]:
-        limits = (contract.MIN_SCORE_LEVELS, contract.MAX_SCORE_LEVELS)
-        if not isinstance(criteria, list) or not limits[0] <= len(criteria) <= limits[1]:
-            raise ValueError("a score question needs criteria as an array of 2 to 10 levels")
-        return tuple(str(i) for i in range(len(criteria)))
-
-    def expected_index(self, expected: Any, options: Sequence[str]) -> int:
-        if isinstance(expected, bool) or not isinstance(expected, int) or not 0 <= expected < len(options):
-            raise ValueError(f"a score case expects a level index 0..{len(options) - 1}, got {expected!r}")
-        return expected
-
-    def option_names(self, answer: ScoreAnswer) -> tuple[str, ...]:
-        return tuple(sorted(answer.probabilities, key=int))
-
-    def final_option(self, answer: ScoreAnswer, final: Any) -> str:
-        if isinstance(final, int) and not isinstance(final, bool) and str(final) in answer.probabilities:
-            return str(final)
-        if isinstance(final, str):
-            if final.strip() in answer.probabilities:
-                return final.strip()
-            for index, level in answer.legend.items():
-                if level == final:
-                    return index
-        raise ValueError(f"a score final answer is a level index 0..{len(answer.probabilities) - 1} or its text")
-
-    def case_question(self, answer: ScoreAnswer, final: str) -> tuple[dict[str, Any], Any]:
-        return {"criteria": [answer.legend.get(k, k) for k in self.option_names(answer)]}, int(final)
 
 
 # In contract.QUESTION_TYPES order (tests/adapter/test_question_types.py checks every type has its kind and models).

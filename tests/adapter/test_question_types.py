@@ -16,8 +16,8 @@ import pytest
 from decision_adapter import contract, handlers, schemas
 from decision_adapter.manifest import Calibration
 from decision_adapter.policy import OptionMix, QuestionBand
-from decision_adapter.question_types import KINDS, NOUL_OPTIONS, kind_of, types_phrase
-from decisionctl import cases
+from decision_adapter.question_types import KINDS, kind_of, types_phrase
+from decisionctl.evaluation import cases
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "containers" / "decision_adapter"
@@ -54,7 +54,6 @@ def test_manifest_policy_and_cases_take_the_contract_types() -> None:
         OptionMix(type=name, cases=1, options=["a", "b"], shares=[1.0, 0.0])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="noul, choice or score"):
         cases.parse_case(1, {"id": "c", "state": "s", "question": {"type": "ranking"}, "expected": 0})
-    assert cases.NOUL_OPTIONS is NOUL_OPTIONS
 
 
 @pytest.mark.parametrize(
@@ -80,35 +79,6 @@ def test_the_stacks_copy_of_the_type_names_is_the_contracts() -> None:
 
     assert get_args(OptionShares.model_fields["type"].annotation) == get_args(contract.QuestionType)
 
-
-@pytest.mark.parametrize(
-    ("answer", "picked", "by_name"),
-    [
-        (schemas.NoulAnswer(noul=0.25), "no", {"yes": 0.25, "no": 0.75}),
-        (
-            schemas.ChoiceAnswer(choice="Sales", probabilities={"Billing": 0.4, "Sales": 0.6}, confidence=0.2),
-            "Sales",
-            {"Billing": 0.4, "Sales": 0.6},
-        ),
-        (
-            schemas.ScoreAnswer(
-                score=1.2, legend={"0": "Calm", "1": "Angry"}, probabilities={"1": 0.8, "0": 0.2}, confidence=0.6
-            ),
-            "1",
-            {"1": 0.8, "0": 0.2},
-        ),
-    ],
-)
-def test_an_answer_reads_back_its_options_pick_and_a_final_answer_through_its_kind(
-    answer: schemas.Answer, picked: str, by_name: dict[str, float]
-) -> None:
-    kind = kind_of(answer.type)
-    names = kind.option_names(answer)
-    assert kind.picked_name(answer) == picked and picked in names
-    assert kind.named_distribution(answer) == by_name and set(by_name) == set(names)
-    assert kind.final_option(answer, picked) == picked
-    with pytest.raises(ValueError, match="final answer"):
-        kind.final_option(answer, "nothing of the kind")
 
 def test_every_kind_says_an_answer_shape_every_reader_of_a_pick_handles() -> None:
     from stacks.decision_shift import ANSWER_SHAPES, PICKED_SHAPES

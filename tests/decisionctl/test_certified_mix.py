@@ -8,7 +8,7 @@ from datetime import date
 
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import ACTIONS, content_version, verdict
-from decisionctl.policies import from_results
+from decisionctl.certification.policies import from_results
 
 from stacks.decision_shift import CertifiedShares
 from tests.decisionctl.test_decisionctl_policy import MODEL, keys_of, predictions, results_for, served

@@ -18,8 +18,9 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 import pytest
-from decisionctl import certify, metrics
-from decisionctl.cases import Prediction
+from decisionctl.certification import bounds
+from decisionctl.evaluation import metrics
+from decisionctl.evaluation.cases import Prediction
 
 SETS, CASES, FRESH, SEED = 2_000, 500, 1_000_000, 20
 CONFIDENCE = 0.95
@@ -65,7 +66,7 @@ def draw(curve: Curve, rng: np.random.Generator, n: int) -> tuple[npt.NDArray[np
 def true_error(curve: Curve, rng: np.random.Generator, grid: tuple[float, ...]) -> npt.NDArray[np.float64]:
     """Each threshold's error among the cases it automates, on fresh draws (0 where it automates none)."""
     conf, wrong = draw(curve, rng, FRESH)
-    n, k = certify.counts(conf, wrong, grid)
+    n, k = bounds.counts(conf, wrong, grid)
     return np.where(n[0] > 0, k[0] / np.maximum(n[0], 1), 0.0)
 
 
@@ -77,7 +78,7 @@ def point_rule(
 ) -> npt.NDArray[np.int64]:
     """metrics.recommend's automate threshold, vectorized over sets: the lowest threshold of `grid` whose cases
     reach 1 - max_error accuracy on at least 5 of them, as an index into `grid` (-1: none)."""
-    n, k = certify.counts(conf, wrong, grid)
+    n, k = bounds.counts(conf, wrong, grid)
     reaches = (n >= 5) & ((n - k) / np.maximum(n, 1) >= 1 - max_error)
     lowest = np.argmin(np.where(reaches, np.asarray(grid), np.inf), axis=1)
     return np.where(reaches.any(axis=1), lowest, -1).astype(np.int64)
@@ -94,18 +95,18 @@ def simulated() -> dict[tuple[str, float], dict[str, float]]:
     rng = np.random.default_rng(SEED)
     out: dict[tuple[str, float], dict[str, float]] = {}
     for name, curve in CURVES.items():
-        certified_error = true_error(curve, rng, certify.GRID)
+        certified_error = true_error(curve, rng, bounds.GRID)
         point_error = true_error(curve, rng, metrics.THRESHOLD_GRID)
         conf, wrong = draw(curve, rng, SETS * CASES)
         conf, wrong = conf.reshape(SETS, CASES), wrong.reshape(SETS, CASES)
         for e in MAX_ERRORS:
-            got = certify.certify_automate(conf, wrong, max_error=e, confidence=CONFIDENCE)
+            got = bounds.certify_automate(conf, wrong, max_error=e, confidence=CONFIDENCE)
             rows = np.arange(SETS)
             shares = np.where(got.index >= 0, got.cases[rows, np.maximum(got.index, 0)] / CASES, 0.0)
             out[name, e] = {
                 "certified": exceeded(got.index, certified_error, e),
                 "point": exceeded(point_rule(conf, wrong, e), point_error, e),
-                "point_same_grid": exceeded(point_rule(conf, wrong, e, certify.GRID), certified_error, e),
+                "point_same_grid": exceeded(point_rule(conf, wrong, e, bounds.GRID), certified_error, e),
                 "automated": float(shares.mean()),
             }
     return out
@@ -162,16 +163,16 @@ def test_the_binomial_tail_and_bound_are_exact() -> None:
     for k, n, p in [(0, 59, 0.05), (3, 40, 0.05), (12, 17, 0.9), (150, 5000, 0.02)]:
         q = Fraction(p)
         exact = sum(math.comb(n, i) * q**i * (1 - q) ** (n - i) for i in range(k + 1))
-        assert float(certify.binomial_cdf(k, n, p)) == pytest.approx(float(exact), rel=1e-9, abs=1e-300)
-    bound = certify.upper_bound(2, 100, 0.0025)
-    assert float(certify.binomial_cdf(2, 100, bound)) == pytest.approx(0.0025, rel=1e-6)
-    assert certify.upper_bound(0, 0, 0.05) == 1.0 and certify.upper_bound(5, 5, 0.05) == 1.0
-    assert certify.cases_needed(0.0, 0.05, 0.05) == 59  # 0.95^59 <= 0.05 < 0.95^58
-    assert certify.cases_needed(0.0, 0.05, 0.05 / len(certify.GRID)) == 117
-    assert certify.cases_needed(0.06, 0.05, 0.05) is None
+        assert float(bounds.binomial_cdf(k, n, p)) == pytest.approx(float(exact), rel=1e-9, abs=1e-300)
+    bound = bounds.upper_bound(2, 100, 0.0025)
+    assert float(bounds.binomial_cdf(2, 100, bound)) == pytest.approx(0.0025, rel=1e-6)
+    assert bounds.upper_bound(0, 0, 0.05) == 1.0 and bounds.upper_bound(5, 5, 0.05) == 1.0
+    assert bounds.cases_needed(0.0, 0.05, 0.05) == 59  # 0.95^59 <= 0.05 < 0.95^58
+    assert bounds.cases_needed(0.0, 0.05, 0.05 / len(bounds.GRID)) == 117
+    assert bounds.cases_needed(0.06, 0.05, 0.05) is None
 
 
 def test_the_fallback_procedure_carries_a_certified_level_to_the_next_threshold() -> None:
-    rejected, levels = certify.fallback(np.array([[0.0, 0.015, 1.0, 0.011]]), 0.04)
+    rejected, levels = bounds.fallback(np.array([[0.0, 0.015, 1.0, 0.011]]), 0.04)
     assert levels[0].tolist() == pytest.approx([0.01, 0.02, 0.03, 0.01])
     assert rejected.tolist() == [[True, True, False, False]]

@@ -21,11 +21,12 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
-from decisionctl import batch as batch_mod
-from decisionctl import bulk_aws, cli, compare
-from decisionctl.batch_state import ANSWERS, EVALUATE_DIR, BatchRunError, RunState, new_run_name
-from decisionctl.bulk_records import PartAnswers, RecordError, chunks, join, read_records, scan
-from decisionctl.prices import PriceTable
+from decisionctl import cli
+from decisionctl.bulk import aws_calls, jobs
+from decisionctl.bulk.records import PartAnswers, RecordError, chunks, join, read_records, scan
+from decisionctl.bulk.run_state import ANSWERS, EVALUATE_DIR, BatchRunError, RunState, new_run_name
+from decisionctl.evaluation import comparison
+from decisionctl.load.prices import PriceTable
 from decisionctl.transport import RetryPolicy
 
 from stacks import async_inference, batch_transform
@@ -153,9 +154,9 @@ def no_state_text(out: Path) -> None:
             assert SECRET_STATE not in path.read_text(encoding="utf-8", errors="replace"), path
 
 
-def options(**kw: Any) -> batch_mod.Options:
+def options(**kw: Any) -> jobs.Options:
     quiet = {"progress": lambda *a, **k: _Bar(), "sleep": lambda s: None, "prices": PRICES, "poll_s": 0.0}
-    return batch_mod.Options(**{**quiet, **kw})
+    return jobs.Options(**{**quiet, **kw})
 
 
 class _Bar:
@@ -220,15 +221,15 @@ def peak_memory_of_a_run(tmp_path: Path, records: int) -> int:
     def adapter(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=answer_lines(request.content))
 
-    client = batch_mod.JsonLinesClient("http://adapter", transport=httpx.MockTransport(adapter))
+    client = jobs.JsonLinesClient("http://adapter", transport=httpx.MockTransport(adapter))
     tracemalloc.start()
     try:
-        summary = batch_mod.run_url(
+        summary = jobs.run_url(
             cases,
             tmp_path / f"out-{records}",
             url="http://adapter",
             client=client,
-            options=options(parts=batch_mod.PartSize(250, 1 << 20)),
+            options=options(parts=jobs.PartSize(250, 1 << 20)),
         )
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -257,17 +258,17 @@ def stand_in(calls: list[bytes], *, overloaded_first: bool = False, bad_ids: fro
             return httpx.Response(429, headers={"Retry-After": "0"}, json={"detail": {"error_type": "overloaded"}})
         return httpx.Response(200, content=answer_lines(request.content, bad_ids=bad_ids))
 
-    return batch_mod.JsonLinesClient("http://adapter", transport=httpx.MockTransport(handle))
+    return jobs.JsonLinesClient("http://adapter", transport=httpx.MockTransport(handle))
 
 
 def test_url_mode_answers_every_record_and_writes_an_evaluate_run(tmp_path: Path) -> None:
     cases, out, calls = labeled_file(tmp_path / "cases.jsonl", 9), tmp_path / "out", []
-    summary = batch_mod.run_url(
+    summary = jobs.run_url(
         cases,
         out,
         url="http://adapter",
         client=stand_in(calls, overloaded_first=True, bad_ids=frozenset({"c4"})),
-        options=options(parts=batch_mod.PartSize(4, 1 << 20)),
+        options=options(parts=jobs.PartSize(4, 1 << 20)),
         policy=RetryPolicy(sleep=lambda s: None),
     )
     assert len(calls) == 4  # three mini-batches of 4, 4 and 1 records; the first retried after its 429
@@ -277,7 +278,7 @@ def test_url_mode_answers_every_record_and_writes_an_evaluate_run(tmp_path: Path
     assert (summary["answered"], summary["failed"], summary["failures"]) == (8, 1, {"token_budget_exceeded": 1})
     results = json.loads((out / EVALUATE_DIR / "results.json").read_text())
     assert (results["cases"], results["scored"]) == (9, 8)
-    run = compare.load_run(out / EVALUATE_DIR)
+    run = comparison.load_run(out / EVALUATE_DIR)
     assert set(run.predictions) == {f"c{i}" for i in range(9)} - {"c4"} and len(run.case_sha256) == 8
     no_state_text(out)
 
@@ -295,13 +296,11 @@ def test_an_interrupted_url_run_sends_only_the_rest(tmp_path: Path) -> None:
 
     client.send = fail_third
     with pytest.raises(KeyboardInterrupt):
-        batch_mod.run_url(
-            cases, out, url="http://adapter", client=client, options=options(parts=batch_mod.PartSize(3, 1 << 20))
-        )
+        jobs.run_url(cases, out, url="http://adapter", client=client, options=options(parts=jobs.PartSize(3, 1 << 20)))
     assert RunState.load(out) is not None and RunState.load(out).records_done == 6  # type: ignore[union-attr]
     again: list[bytes] = []
-    summary = batch_mod.run_url(
-        cases, out, url="http://adapter", client=stand_in(again), options=options(parts=batch_mod.PartSize(3, 1 << 20))
+    summary = jobs.run_url(
+        cases, out, url="http://adapter", client=stand_in(again), options=options(parts=jobs.PartSize(3, 1 << 20))
     )
     assert sum(len(b.splitlines()) for b in again) == 4
     assert summary["answered"] == 10
@@ -311,14 +310,14 @@ def test_an_interrupted_url_run_sends_only_the_rest(tmp_path: Path) -> None:
 
 def test_another_file_in_the_same_directory_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    batch_mod.run_url(
+    jobs.run_url(
         bodies_file(tmp_path / "a.jsonl", 2), out, url="http://adapter", client=stand_in([]), options=options()
     )
     with pytest.raises(BatchRunError, match="another file or target"):
-        batch_mod.run_url(
+        jobs.run_url(
             bodies_file(tmp_path / "b.jsonl", 3), out, url="http://adapter", client=stand_in([]), options=options()
         )
-    summary = batch_mod.run_url(
+    summary = jobs.run_url(
         bodies_file(tmp_path / "b.jsonl", 3),
         out,
         url="http://adapter",
@@ -343,7 +342,7 @@ class Aws:
     """Stubbed clients and the payloads uploaded through them."""
 
     def __init__(self) -> None:
-        self.clients = batch_mod.AwsClients(
+        self.clients = jobs.AwsClients(
             client("s3"),
             client("stepfunctions"),
             client("cloudformation"),
@@ -400,7 +399,7 @@ def outputs_response() -> dict[str, Any]:
 
 def execution(status: str, run: str) -> dict[str, Any]:
     found: dict[str, Any] = {
-        "executionArn": bulk_aws.execution_arn(MACHINE, run),
+        "executionArn": aws_calls.execution_arn(MACHINE, run),
         "stateMachineArn": MACHINE,
         "status": status,
         "startDate": "2026-01-01T00:00:00Z",
@@ -421,7 +420,7 @@ def execution(status: str, run: str) -> dict[str, Any]:
 
 def test_transform_uploads_starts_the_state_machine_waits_and_joins(tmp_path: Path) -> None:
     cases, out, aws = labeled_file(tmp_path / "cases.jsonl", 7), tmp_path / "out", Aws()
-    state = batch_mod.open_state(out, mode="transform", target="dev", summary=scan(cases), restart=False)
+    state = jobs.open_state(out, mode="transform", target="dev", summary=scan(cases), restart=False)
     run = state.run
     aws.stubs["cloudformation"].add_response(
         "describe_stacks", outputs_response(), {"StackName": "DecisionEndpoints-dev-Serving"}
@@ -430,18 +429,18 @@ def test_transform_uploads_starts_the_state_machine_waits_and_joins(tmp_path: Pa
         aws.put(f"batch/input/{run}/part-{index:05d}.jsonl")
     aws.stubs["stepfunctions"].add_response(
         "start_execution",
-        {"executionArn": bulk_aws.execution_arn(MACHINE, run), "startDate": "2026-01-01T00:00:00Z"},
+        {"executionArn": aws_calls.execution_arn(MACHINE, run), "startDate": "2026-01-01T00:00:00Z"},
         {"stateMachineArn": MACHINE, "name": run, "input": json.dumps({"run": run})},
     )
-    arn = {"executionArn": bulk_aws.execution_arn(MACHINE, run)}
+    arn = {"executionArn": aws_calls.execution_arn(MACHINE, run)}
     aws.stubs["stepfunctions"].add_response("describe_execution", execution("RUNNING", run), arn)
-    with pytest.raises(batch_mod.WaitTimedOut):
-        batch_mod.run_transform(
+    with pytest.raises(jobs.WaitTimedOut):
+        jobs.run_transform(
             cases,
             out,
             environment="dev",
             clients=aws.clients,
-            options=options(parts=batch_mod.PartSize(4, 1 << 20), wait_timeout_s=0),
+            options=options(parts=jobs.PartSize(4, 1 << 20), wait_timeout_s=0),
         )
     aws.done()
     assert len(aws.uploads) == 2 and all(SECRET_STATE in u.decode() for u in aws.uploads.values())
@@ -455,13 +454,13 @@ def test_transform_uploads_starts_the_state_machine_waits_and_joins(tmp_path: Pa
         key = f"batch/output/{run}/{run}/part-{index:05d}.jsonl.out"
         payload = answer_lines(aws.uploads[f"batch/input/{run}/part-{index:05d}.jsonl"])
         aws.stubs["s3"].add_response("get_object", body(payload), {"Bucket": BUCKET, "Key": key})
-    summary = batch_mod.run_transform(cases, out, environment="dev", clients=aws.clients, options=options())
+    summary = jobs.run_transform(cases, out, environment="dev", clients=aws.clients, options=options())
     aws.done()
     assert (summary["records"], summary["answered"], summary["seconds"]) == (7, 7, 1800.0)
     assert summary["cost"]["estimate"] == pytest.approx(0.36 * 2 * 0.5)  # two instances for half an hour
     assert summary["execution"]["job"] == f"dev-batch-{run}"
     assert [json.loads(x)["id"] for x in (out / ANSWERS).read_text().splitlines()] == [f"c{i}" for i in range(7)]
-    assert compare.load_run(out / EVALUATE_DIR).identity["model_sha256"] == "ab" * 32
+    assert comparison.load_run(out / EVALUATE_DIR).identity["model_sha256"] == "ab" * 32
     no_state_text(out)
 
 
@@ -472,7 +471,7 @@ def test_an_execution_started_before_a_crash_is_not_started_twice(tmp_path: Path
         service_error_code="ExecutionAlreadyExists",
         expected_params={"stateMachineArn": MACHINE, "name": "r1", "input": '{"run": "r1"}'},
     )
-    assert bulk_aws.start_transform(aws.clients.stepfunctions, MACHINE, "r1") == (
+    assert aws_calls.start_transform(aws.clients.stepfunctions, MACHINE, "r1") == (
         f"arn:aws:states:{REGION}:123456789012:execution:decision-dev-batch:r1"
     )
     aws.done()
@@ -480,7 +479,7 @@ def test_an_execution_started_before_a_crash_is_not_started_twice(tmp_path: Path
 
 def test_a_failed_execution_leaves_its_records_failed_with_the_reason(tmp_path: Path) -> None:
     cases, out, aws = bodies_file(tmp_path / "b.jsonl", 3), tmp_path / "out", Aws()
-    run = batch_mod.open_state(out, mode="transform", target="dev", summary=scan(cases), restart=False).run
+    run = jobs.open_state(out, mode="transform", target="dev", summary=scan(cases), restart=False).run
     aws.stubs["cloudformation"].add_response(
         "describe_stacks", outputs_response(), {"StackName": "DecisionEndpoints-dev-Serving"}
     )
@@ -493,14 +492,14 @@ def test_a_failed_execution_leaves_its_records_failed_with_the_reason(tmp_path: 
     failed = {**execution("RUNNING", run), "status": "FAILED", "error": "SageMaker.ClientError", "cause": "capacity"}
     aws.stubs["stepfunctions"].add_response("describe_execution", failed, {"executionArn": "arn:x"})
     aws.stubs["s3"].add_client_error("get_object", service_error_code="NoSuchKey", http_status_code=404)
-    summary = batch_mod.run_transform(cases, out, environment="dev", clients=aws.clients, options=options())
+    summary = jobs.run_transform(cases, out, environment="dev", clients=aws.clients, options=options())
     assert (summary["answered"], summary["failures"]) == (0, {"missing_answer": 3})
     assert "capacity" in summary["failed_examples"][0]["message"] and summary["execution"]["status"] == "FAILED"
 
 
 def test_large_parts_go_up_in_multipart_uploads(tmp_path: Path) -> None:
     aws = Aws()
-    target = bulk_aws.S3Uri(BUCKET, "batch/input/r/part-00000.jsonl")
+    target = aws_calls.S3Uri(BUCKET, "batch/input/r/part-00000.jsonl")
     s3 = aws.stubs["s3"]
     s3.add_response(
         "create_multipart_upload",
@@ -516,7 +515,7 @@ def test_large_parts_go_up_in_multipart_uploads(tmp_path: Path) -> None:
         "complete_multipart_upload", {}, {"Bucket": BUCKET, "Key": target.key, "UploadId": "u1", "MultipartUpload": ANY}
     )
     config = TransferConfig(multipart_threshold=1024, use_threads=False)
-    bulk_aws.upload(aws.clients.s3, target, b"x" * 4096, config=config, on_bytes=lambda n: None)
+    aws_calls.upload(aws.clients.s3, target, b"x" * 4096, config=config, on_bytes=lambda n: None)
     aws.done()  # create, one part, complete: the managed transfer went multipart above its threshold
 
 
@@ -525,7 +524,7 @@ def test_large_parts_go_up_in_multipart_uploads(tmp_path: Path) -> None:
 
 def test_async_queues_each_part_once_polls_and_joins(tmp_path: Path) -> None:
     cases, out, aws = bodies_file(tmp_path / "b.jsonl", 5), tmp_path / "out", Aws()
-    run = batch_mod.open_state(out, mode="async", target="decision-dev-async", summary=scan(cases), restart=False).run
+    run = jobs.open_state(out, mode="async", target="decision-dev-async", summary=scan(cases), restart=False).run
     sm, runtime, s3 = aws.stubs["sagemaker"], aws.stubs["runtime"], aws.stubs["s3"]
 
     def describe() -> None:
@@ -580,13 +579,13 @@ def test_async_queues_each_part_once_polls_and_joins(tmp_path: Path) -> None:
             http_status_code=404,
             expected_params={"Bucket": BUCKET, "Key": f"async/{key}"},
         )
-    with pytest.raises(batch_mod.WaitTimedOut):
-        batch_mod.run_async(
+    with pytest.raises(jobs.WaitTimedOut):
+        jobs.run_async(
             cases,
             out,
             endpoint="decision-dev-async",
             clients=aws.clients,
-            options=options(parts=batch_mod.PartSize(3, 1 << 20), wait_timeout_s=0),
+            options=options(parts=jobs.PartSize(3, 1 << 20), wait_timeout_s=0),
         )
     aws.done()
 
@@ -620,7 +619,7 @@ def test_async_queues_each_part_once_polls_and_joins(tmp_path: Path) -> None:
         },
         {"EndpointName": "decision-dev-async"},
     )
-    summary = batch_mod.run_async(cases, out, endpoint="decision-dev-async", clients=aws.clients, options=options())
+    summary = jobs.run_async(cases, out, endpoint="decision-dev-async", clients=aws.clients, options=options())
     aws.done()
     assert (summary["answered"], summary["failed"]) == (3, 2)
     assert "server error (500)" in summary["failed_examples"][0]["message"]
@@ -633,12 +632,12 @@ def test_async_queues_each_part_once_polls_and_joins(tmp_path: Path) -> None:
 
 def test_the_cli_reads_and_writes_where_the_stacks_grant() -> None:
     assert OUTPUTS["BatchInputUri"].endswith(batch_transform.INPUT_PREFIX)
-    answers = bulk_aws.transform_answers(OUTPUTS, "run1", "run1", "part-00000.jsonl")
+    answers = aws_calls.transform_answers(OUTPUTS, "run1", "run1", "part-00000.jsonl")
     # the state machine's TransformOutput: <output prefix><run>/<execution name>/, the job appends <object>.out
     assert answers.key == f"{batch_transform.OUTPUT_PREFIX}run1/run1/part-00000.jsonl.out"
     output = async_inference.OUTPUT_PREFIX
-    assert output.removesuffix(bulk_aws.ASYNC_OUTPUT_DIR) + bulk_aws.ASYNC_INPUT_DIR == async_inference.INPUT_PREFIX
-    assert batch_mod.URL_BATCHES.bytes <= 6 << 20 and batch_mod.ASYNC_PARTS.bytes <= 6 << 20  # the adapter's body limit
+    assert output.removesuffix(aws_calls.ASYNC_OUTPUT_DIR) + aws_calls.ASYNC_INPUT_DIR == async_inference.INPUT_PREFIX
+    assert jobs.URL_BATCHES.bytes <= 6 << 20 and jobs.ASYNC_PARTS.bytes <= 6 << 20  # the adapter's body limit
     assert len(batch_transform.job_name_prefix("a" * 16) + new_run_name()) <= 63
 
 
@@ -667,7 +666,7 @@ def test_url_run_on_the_bundled_model_answers_as_single_requests_and_writes_an_e
         assert got == pytest.approx(want, abs=1e-6)
     results = json.loads((out / EVALUATE_DIR / "results.json").read_text())
     assert (results["cases"], results["scored"]) == (9, 9)
-    run = compare.load_run(out / EVALUATE_DIR)
+    run = comparison.load_run(out / EVALUATE_DIR)
     assert set(run.predictions) == {f"c{i}" for i in range(9)}
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["records"], summary["answered"], summary["failed"]) == (9, 9, 0)

@@ -20,9 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
-from decisionctl import cli, workloads
-from decisionctl.bench import SCALING_KEY, recommend, run_target
-from decisionctl.load import run_level
+from decisionctl import cli
+from decisionctl.load import workloads
+from decisionctl.load.closed_loop import run_level
+from decisionctl.load.runs import SCALING_KEY, recommend, run_target
 from decisionctl.transport import HttpTransport, Reply, RetryPolicy
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, require_model, start_adapter

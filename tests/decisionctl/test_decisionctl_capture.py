@@ -18,8 +18,9 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from decision_adapter.schemas import DecisionRequest, DecisionResponse
-from decisionctl import band_check, capture, cli, outcomes, shadow
-from decisionctl.cases import parse_case
+from decisionctl import cli
+from decisionctl.evaluation.cases import parse_case
+from decisionctl.traffic import band_check, capture, joins, shadow
 from pydantic import ValidationError
 
 from tests import capture_support
@@ -132,11 +133,11 @@ def test_s3_prefix_is_listed_page_by_page_and_each_object_read() -> None:
 
 def test_final_answers_name_options_in_each_type() -> None:
     n = DecisionResponse.model_validate(json.loads(body({"u": noul(0.4), "s": score([0.2, 0.5, 0.3])}, "r")))
-    assert [outcomes.final_option(n.answers["u"], v) for v in (True, "false", "Yes", "0")] == ["yes", "no", "yes", "no"]
-    assert [outcomes.final_option(n.answers["s"], v) for v in (2, "1", "Furious")] == ["2", "1", "2"]
+    assert [joins.final_option(n.answers["u"], v) for v in (True, "false", "Yes", "0")] == ["yes", "no", "yes", "no"]
+    assert [joins.final_option(n.answers["s"], v) for v in (2, "1", "Furious")] == ["2", "1", "2"]
     for bad in ("maybe", 3, "Angry"):
         with pytest.raises(ValueError):
-            outcomes.final_option(n.answers["s" if bad != "maybe" else "u"], bad)
+            joins.final_option(n.answers["s" if bad != "maybe" else "u"], bad)
 
 
 def captured(tmp_path: Path, variant: str, replies: list[tuple[str, str, bytes]]) -> list[capture.CapturedAnswer]:
@@ -167,8 +168,8 @@ def test_join_counts_every_row_it_cannot_use(tmp_path: Path) -> None:
         "r3,u,perhaps,bob\n"
         ",u,true,bob\n"
     )
-    rows = outcomes.read_outcomes(path)
-    result = outcomes.join(answers, rows)
+    rows = joins.read_outcomes(path)
+    result = joins.join(answers, rows)
     assert [(j.case_id, j.final, j.changed) for j in result.joined] == [
         ("r1/u", "no", True),
         ("r1/t", "B", True),
@@ -181,11 +182,11 @@ def test_join_counts_every_row_it_cannot_use(tmp_path: Path) -> None:
         "the captured answer has no such question id": 1,
         "final answer not an option (a noul final answer is true or false)": 1,
     }
-    report = outcomes.reversal_report(result.joined)
+    report = joins.reversal_report(result.joined)
     assert report["u"]["automated"] == 2 and report["u"]["reversed"] == 1 and report["u"]["reversal_rate"] == 0.5
     assert report["t"]["reversal_rate"] is None and report["t"]["actions"] == {"review": {"answers": 1, "changed": 1}}
 
-    written = outcomes.write_join(result, tmp_path / "out")
+    written = joins.write_join(result, tmp_path / "out")
     cases = [json.loads(line) for line in Path(written["cases"]).read_text().splitlines()]
     assert [(c["id"], c["state"], c["expected"]) for c in cases] == [
         ("r1/u", None, False),

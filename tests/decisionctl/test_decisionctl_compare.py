@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from decision_adapter.policy import Band, Certificate, Provenance, QuestionBand, seal
 from decisionctl import cli
-from decisionctl.cases import Prediction
-from decisionctl.compare import CompareError, compare, load_run, mcnemar_p
+from decisionctl.evaluation.cases import Prediction
+from decisionctl.evaluation.comparison import CompareError, compare, load_run, mcnemar_p
 
 NOUL, ABC, LEVELS = ["yes", "no"], ["a", "b", "c"], ["0", "1", "2"]
 

@@ -24,8 +24,9 @@ from typing import Any
 import httpx
 import pytest
 from decision_adapter.manifest import Calibration, SlotPrior, read_manifest, write_manifest
-from decisionctl import calibration, cli
-from decisionctl.cases import Prediction
+from decisionctl import cli
+from decisionctl.evaluation import temperatures
+from decisionctl.evaluation.cases import Prediction
 
 from tests.conftest import MODEL_SHA256, start_adapter
 
@@ -264,7 +265,7 @@ def test_fit_calibration_reports_heldout_ece_and_the_adapter_applies_what_it_wro
             assert in_force == pytest.approx(written.calibration.for_type(qtype))
             old = Prediction.from_json(preds[cid])
             entry = fit["per_type"][qtype]
-            predicted = calibration.rescale(old, entry["exponent"] if entry["applied"] else 1.0)
+            predicted = temperatures.rescale(old, entry["exponent"] if entry["applied"] else 1.0)
             answer = reply["answers"]["q"]
             served = [answer["noul"]] if qtype == "noul" else [answer["probabilities"][o] for o in old.options]
             assert served == pytest.approx(predicted.probs[: len(served)], abs=2e-3)

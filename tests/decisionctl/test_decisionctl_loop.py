@@ -22,7 +22,7 @@ import pytest
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decision_adapter.policy import Band, Certificate, Provenance, seal
 from decisionctl import cli
-from decisionctl.cases import load_cases
+from decisionctl.evaluation.cases import load_cases
 
 from tests import capture_support
 from tests.conftest import MODEL_SHA256, copy_model, require_model, start_adapter

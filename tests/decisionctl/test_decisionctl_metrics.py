@@ -14,9 +14,17 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from decisionctl import calibration, cli, evaluate, metrics
-from decisionctl.cases import CaseError, Prediction, load_cases, parse_case, prediction_from_response, read_response
-from decisionctl.evaluate import PredictionLog
+from decisionctl import cli
+from decisionctl.evaluation import metrics, scoring, temperatures
+from decisionctl.evaluation.cases import (
+    CaseError,
+    Prediction,
+    load_cases,
+    parse_case,
+    prediction_from_response,
+    read_response,
+)
+from decisionctl.evaluation.scoring import PredictionLog
 from jevcompat import mock
 
 from tests.decisionctl_support import reply, x_run
@@ -93,7 +101,7 @@ def test_the_temperature_in_force_is_the_bucket_value_when_the_model_sets_one() 
     assert (temperature(2), temperature(4), temperature(8)) == (1.0, 0.7, 1.0)
     mixed = [pred(f"b{i}", [0.6, 0.4], 0, temperature=t) for i, t in enumerate([1.0, 0.7])]
     with pytest.raises(ValueError, match="per option count"):
-        calibration.fit(mixed)
+        temperatures.fit(mixed)
 
 
 def test_recommendation_picks_the_lowest_threshold_meeting_the_target_with_support() -> None:
@@ -117,15 +125,15 @@ def test_fit_recovers_a_known_temperature() -> None:
     preds = []
     for i in range(3000):
         scores = [rng.gauss(0, 3) for _ in range(3)]
-        served = calibration.sharpen([math.exp(s) for s in scores], 1.0)
-        truth = calibration.sharpen(served, 0.5)
+        served = temperatures.sharpen([math.exp(s) for s in scores], 1.0)
+        truth = temperatures.sharpen(served, 0.5)
         label = rng.choices(range(3), weights=truth)[0]
         preds.append(pred(f"c{i}", served, label))
-    result = calibration.fit(preds, holdout=0.5, seed=1)
+    result = temperatures.fit(preds, holdout=0.5, seed=1)
     assert result["per_type"]["choice"]["applied"] and not result["per_type"]["choice"]["at_search_bound"]
     assert result["per_type"]["choice"]["temperature"] == pytest.approx(2.0, rel=0.1)
     assert result["improved"] and result["heldout_ece_after"] < result["heldout_ece_before"] / 2
-    block = calibration.to_calibration(result, {"cases_file": "synthetic"})
+    block = temperatures.to_calibration(result, {"cases_file": "synthetic"})
     assert block.for_type("choice") == pytest.approx(2.0, rel=0.1) and block.for_type("noul") == 1.0
 
 
@@ -134,10 +142,10 @@ def test_fit_is_relative_to_the_temperature_in_force() -> None:
     rng = random.Random(3)
     preds = []
     for i in range(2000):
-        served = calibration.sharpen([rng.random() + 1e-3 for _ in range(2)], 4.0)
-        label = rng.choices(range(2), weights=calibration.sharpen(served, 0.5))[0]
+        served = temperatures.sharpen([rng.random() + 1e-3 for _ in range(2)], 4.0)
+        label = rng.choices(range(2), weights=temperatures.sharpen(served, 0.5))[0]
         preds.append(pred(f"n{i}", served, label, qtype="noul", temperature=2.0))
-    per_type = calibration.fit(preds, holdout=0.3, seed=0)["per_type"]["noul"]
+    per_type = temperatures.fit(preds, holdout=0.3, seed=0)["per_type"]["noul"]
     assert per_type["temperature_before"] == 2.0
     assert per_type["fitted_temperature"] == pytest.approx(2.0 / per_type["exponent"])
     assert per_type["fitted_temperature"] == pytest.approx(4.0, rel=0.15)
@@ -145,15 +153,15 @@ def test_fit_is_relative_to_the_temperature_in_force() -> None:
 
 def test_split_is_seeded_and_per_type() -> None:
     preds = [pred(f"c{i}", [0.6, 0.4], 0) for i in range(10)] + [pred(f"n{i}", [0.6, 0.4], 0, "noul") for i in range(5)]
-    fit_a, held_a = calibration.split(preds, 0.4, seed=5)
-    _, held_b = calibration.split(list(reversed(preds)), 0.4, seed=5)
+    fit_a, held_a = temperatures.split(preds, 0.4, seed=5)
+    _, held_b = temperatures.split(list(reversed(preds)), 0.4, seed=5)
     assert [p.id for p in held_a] == [p.id for p in held_b]
     assert sorted(p.type for p in held_a) == ["choice"] * 4 + ["noul"] * 2
     assert {p.id for p in fit_a} | {p.id for p in held_a} == {p.id for p in preds}
 
 
 def test_golden_section_finds_a_minimum() -> None:
-    assert calibration.golden_section(lambda x: (x - 0.3) ** 2, -2, 2) == pytest.approx(0.3, abs=1e-4)
+    assert temperatures.golden_section(lambda x: (x - 0.3) ** 2, -2, 2) == pytest.approx(0.3, abs=1e-4)
 
 
 def test_labeled_file_errors_name_the_line(tmp_path) -> None:
@@ -195,21 +203,21 @@ def test_prediction_log_cuts_a_line_torn_by_a_kill(tmp_path) -> None:
 def test_a_temperature_that_does_not_lower_its_types_heldout_ece_is_not_applied() -> None:
     """Fit part: always right at 0.6 (the fit sharpens); held-out part: right half the time (sharpening hurts)."""
     template = [pred(f"n{i:02d}", [0.6, 0.4], 0, "noul", temperature=1.5) for i in range(20)]
-    _, held = calibration.split(template, 0.4, seed=0)
+    _, held = temperatures.split(template, 0.4, seed=0)
     held_ids = {p.id for p in held}
     flip = sorted(held_ids)[: len(held_ids) // 2]
     preds = [pred(p.id, [0.6, 0.4], 1 if p.id in flip else 0, "noul", temperature=1.5) for p in template]
-    result = calibration.fit(preds, holdout=0.4, seed=0)
+    result = temperatures.fit(preds, holdout=0.4, seed=0)
     noul = result["per_type"]["noul"]
     assert noul["fitted_temperature"] < 1.5 / 5  # the fit part asks for much sharper probabilities
     assert noul["heldout_ece_after"] > noul["heldout_ece_before"]
     assert not noul["applied"] and noul["temperature"] == 1.5  # so the temperature in force is kept
     assert not result["improved"] and result["heldout_ece_after"] == pytest.approx(result["heldout_ece_before"])
-    assert calibration.to_calibration(result, {}).for_type("noul") == 1.5
+    assert temperatures.to_calibration(result, {}).for_type("noul") == 1.5
 
 
 def test_a_saved_identity_the_models_cannot_read_stops_the_run_before_anything_is_sent(tmp_path) -> None:
     case = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": True})
-    (tmp_path / evaluate.IDENTITY).write_text(json.dumps({"model_sha256": "ab" * 32}))  # a partial x_run
-    with pytest.raises(evaluate.IdentityChanged, match=r"is not a run identity .*\(model_file: Field required"):
-        evaluate.score_cases([case], transport=None, out=tmp_path)  # type: ignore[arg-type]  # nothing is sent
+    (tmp_path / scoring.IDENTITY).write_text(json.dumps({"model_sha256": "ab" * 32}))  # a partial x_run
+    with pytest.raises(scoring.IdentityChanged, match=r"is not a run identity .*\(model_file: Field required"):
+        scoring.score_cases([case], transport=None, out=tmp_path)  # type: ignore[arg-type]  # nothing is sent

@@ -19,7 +19,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decisionctl import cli
-from decisionctl.packaging import package_model
+from decisionctl.release.packaging import package_model
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, require_model
 

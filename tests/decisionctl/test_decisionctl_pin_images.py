@@ -16,8 +16,9 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from decisionctl import cli, images
+from decisionctl import cli
 from decisionctl.commands import ALL, pin_images
+from decisionctl.release import images
 
 from stacks import dlc_registry
 
@@ -161,7 +162,7 @@ def test_a_region_without_a_dlc_registry_stops_before_any_call(cdk_json: Path, e
 def test_the_registry_table_is_importable_without_the_cdk() -> None:
     # decisionctl imports the table synth checks cdk.json against; on operators' machines it must stay plain data.
     code = (
-        "import sys, decisionctl.images; "
+        "import sys, decisionctl.release.images; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'constructs', 'jsii')))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

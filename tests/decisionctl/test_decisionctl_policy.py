@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
-from decisionctl import certified, cli, metrics, render
-from decisionctl.cases import Prediction, load_cases
+from decisionctl import cli, tables
+from decisionctl.certification import bands
+from decisionctl.certification.policies import PolicyRefused, action_table, check_run_served, from_results
 from decisionctl.commands.options import shipped
-from decisionctl.evaluate import IDENTITY, PREDICTIONS, PredictionLog, case_digest
-from decisionctl.packaging import package_model
-from decisionctl.policies import PolicyRefused, action_table, check_run_served, from_results
+from decisionctl.evaluation import metrics
+from decisionctl.evaluation.cases import Prediction, load_cases
+from decisionctl.evaluation.scoring import IDENTITY, PREDICTIONS, PredictionLog, case_digest
+from decisionctl.release.packaging import package_model
 
 from tests.decisionctl_support import reply, x_run
 
@@ -61,7 +63,7 @@ def results_for(preds: list[Prediction], identity: dict[str, Any]) -> dict[str, 
         "cases_sha256": "c" * 64,
         "identity": identity,
         **metrics.report(preds, 0.9, min_support=5),
-        "certification": certified.report(
+        "certification": bands.report(
             preds, keys_of(preds), max_error=0.05, confidence=0.95, review_accuracy=0.5, min_support=5
         ),
         "predictions": [p.to_json() for p in preds],
@@ -199,7 +201,7 @@ def test_evaluate_writes_the_policy_into_the_manifest(tmp_path: Path, capsys: py
     assert policy is not None and f"wrote policy {policy.version}" in printed.err
     assert policy.provenance.cases_sha256 == hashlib.sha256(cases_path.read_bytes()).hexdigest()
     assert set(policy.types) == {"noul", "choice", "score"}
-    keys = certified.question_keys(load_cases(cases_path))
+    keys = bands.question_keys(load_cases(cases_path))
     assert set(policy.questions) == set(keys.values()) and len(policy.questions) == 13
     assert f"policy {policy.version}: share of cases per action" in printed.out
     results = json.loads((out / "results.json").read_text())
@@ -236,8 +238,8 @@ def test_evaluate_refuses_a_policy_for_a_manifest_of_another_model(
 
 def test_decide_shows_the_action_where_the_server_gives_one() -> None:
     served = reply({"type": "noul", "noul": 0.93, "x_action": "automate", "x_action_reason": "question_band"})
-    table = render.answers(served)
+    table = tables.answers(served)
     assert table.splitlines()[0].split()[-1] == "action" and "automate (question_band)" in table
     older = reply({"type": "noul", "noul": 0.93, "x_action": "automate", "x_action_reason": "confidence_band"})
-    assert "automate (confidence_band)" in render.answers(older)  # an adapter before per-question bands
-    assert "action" not in render.answers(reply({"type": "noul", "noul": 0.93}))
+    assert "automate (confidence_band)" in tables.answers(older)  # an adapter before per-question bands
+    assert "action" not in tables.answers(reply({"type": "noul", "noul": 0.93}))

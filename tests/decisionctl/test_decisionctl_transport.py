@@ -24,9 +24,9 @@ from botocore.stub import Stubber
 from decisionctl import cli
 from decisionctl.transport import (
     HttpTransport,
+    RealTimeEndpointTransport,
     Reply,
     RetryPolicy,
-    SageMakerTransport,
     parse_retry_after,
     send_with_retries,
 )
@@ -222,7 +222,7 @@ def test_sagemaker_invoke_endpoint_parameters_with_stubber() -> None:
                 "Body": payload,
             },
         )
-        reply = SageMakerTransport("decisions-dev", client=client).send(REQUEST)
+        reply = RealTimeEndpointTransport("decisions-dev", client=client).send(REQUEST)
         stub.assert_no_pending_responses()
     assert reply.ok and reply.json() == ANSWER
 
@@ -247,7 +247,7 @@ def test_sagemaker_model_error_429_is_retried_and_validation_error_is_not() -> N
             service_message="Endpoint nope of account 123 not found.",
         )
         waits: list[float] = []
-        transport = SageMakerTransport("decisions-dev", client=client)
+        transport = RealTimeEndpointTransport("decisions-dev", client=client)
         reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(sleep=waits.append))
         assert reply.ok and attempts == 2 and len(waits) == 1
         reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(sleep=waits.append))
@@ -266,7 +266,7 @@ def test_sagemaker_request_is_signed_for_the_runtime_service() -> None:
         return AWSResponse(request.url, 200, {"Content-Type": "application/json"}, _Raw(json.dumps(ANSWER).encode()))
 
     client.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", answer)
-    reply = SageMakerTransport("decisions-dev", client=client).send(REQUEST)
+    reply = RealTimeEndpointTransport("decisions-dev", client=client).send(REQUEST)
     assert reply.ok and reply.json() == ANSWER
     assert seen["url"] == "https://runtime.sagemaker.eu-west-1.amazonaws.com/endpoints/decisions-dev/invocations"
     auth = seen["headers"]["Authorization"]
@@ -310,7 +310,7 @@ def test_sagemaker_transport_reads_the_wait_from_the_model_error_and_a_timeout_i
             service_message="Your invocation timed out while waiting for a response from container primary.",
             modeled_fields={"OriginalStatusCode": 0},
         )
-        transport = SageMakerTransport("decisions-dev", client=client, target_variant="canary")
+        transport = RealTimeEndpointTransport("decisions-dev", client=client, target_variant="canary")
         refused, timed_out = transport.send(REQUEST), transport.send(REQUEST)
         stub.assert_no_pending_responses()
     assert (refused.status, refused.retry_after_s) == (429, 4.0)

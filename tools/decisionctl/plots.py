@@ -13,8 +13,8 @@ matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt
 from decision_adapter import contract
 
-from decisionctl import metrics
-from decisionctl.cases import Prediction
+from decisionctl.evaluation import metrics
+from decisionctl.evaluation.cases import Prediction
 
 # Series per question type in contract order; a type past the palette takes matplotlib's cycle (reliability_diagram).
 _TYPE_PALETTE = (("tab:blue", "o"), ("tab:orange", "s"), ("tab:green", "^"))
@@ -196,7 +196,7 @@ def comparison_scatter(
 
 
 def automation_curve(path: Path, band: Mapping[str, Any], *, title: str, max_error: float, confidence: float) -> None:
-    """One band (certified.certify_group): at each grid threshold, the share of its cases automated (x) against
+    """One band (bands.certify_group): at each grid threshold, the share of its cases automated (x) against
     the error among them (y), measured and its exact upper bound; E and the certified threshold marked."""
     rows = [r for r in band["grid"] if r["cases"]]
     fig, ax = plt.subplots(figsize=(6.4, 5.0))

@@ -126,7 +126,7 @@ class HttpTransport:
         self._client.close()
 
 
-class SageMakerTransport:
+class RealTimeEndpointTransport:
     """invoke_endpoint on a SageMaker real-time endpoint; the container's /invocations takes the decision body.
 
     The call and the unwrapping of SageMaker's errors (a ModelError's own status, body and Retry-After, throttling

@@ -6,12 +6,12 @@ import argparse
 import os
 from pathlib import Path
 
-from decisionctl import batch as batch_mod
-from decisionctl.batch_state import SUMMARY, BatchRunError, describe
-from decisionctl.bulk_aws import BulkAwsError
-from decisionctl.bulk_records import RecordError
+from decisionctl.bulk import jobs
+from decisionctl.bulk.aws_calls import BulkAwsError
+from decisionctl.bulk.records import RecordError
+from decisionctl.bulk.run_state import SUMMARY, BatchRunError, describe
 from decisionctl.commands.options import API_KEY_ENV, EXIT_FAILED, add_retry, retry_policy, say
-from decisionctl.prices import BUILTIN, load_prices
+from decisionctl.load.prices import BUILTIN, load_prices
 
 NAME = "batch"
 HELP = "run a JSONL file of decisions through Batch Transform, an async endpoint or a local adapter"
@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--invocation-timeout",
         type=invocation_timeout,
-        default=batch_mod.ASYNC_INVOCATION_TIMEOUT_S,
+        default=jobs.ASYNC_INVOCATION_TIMEOUT_S,
         metavar="S",
         help="--async-endpoint: seconds SageMaker gives each part before it fails it (1-3600; default 3600)",
     )
@@ -77,11 +77,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cases, out = Path(args.cases), Path(args.out)
-    defaults = {"transform": batch_mod.TRANSFORM_PARTS, "async": batch_mod.ASYNC_PARTS, "url": batch_mod.URL_BATCHES}
+    defaults = {"transform": jobs.TRANSFORM_PARTS, "async": jobs.ASYNC_PARTS, "url": jobs.URL_BATCHES}
     mode = "transform" if args.transform else "async" if args.async_endpoint else "url"
     size = defaults[mode]
-    options = batch_mod.Options(
-        parts=batch_mod.PartSize(args.part_records, size.bytes) if args.part_records else size,
+    options = jobs.Options(
+        parts=jobs.PartSize(args.part_records, size.bytes) if args.part_records else size,
         poll_s=args.poll,
         wait_timeout_s=args.wait_timeout,
         invocation_timeout_s=args.invocation_timeout,
@@ -95,18 +95,14 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         if mode == "url":
-            client = batch_mod.JsonLinesClient(args.url, api_key=args.api_key)
-            summary = batch_mod.run_url(
-                cases, out, url=args.url, options=options, client=client, policy=retry_policy(args)
-            )
+            client = jobs.JsonLinesClient(args.url, api_key=args.api_key)
+            summary = jobs.run_url(cases, out, url=args.url, options=options, client=client, policy=retry_policy(args))
         else:
-            clients = batch_mod.AwsClients.create(args.region)
+            clients = jobs.AwsClients.create(args.region)
             if mode == "transform":
-                summary = batch_mod.run_transform(
-                    cases, out, environment=args.transform, clients=clients, options=options
-                )
+                summary = jobs.run_transform(cases, out, environment=args.transform, clients=clients, options=options)
             else:
-                summary = batch_mod.run_async(
+                summary = jobs.run_async(
                     cases, out, endpoint=args.async_endpoint, clients=clients, options=options, input_uri=args.input_uri
                 )
     except (RecordError, BatchRunError, BulkAwsError) as exc:

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from decisionctl import bench as bench_mod
-from decisionctl import render, workloads
+from decisionctl import tables
 from decisionctl.commands.options import (
     EXIT_FAILED,
     UsageError,
@@ -18,8 +17,10 @@ from decisionctl.commands.options import (
     shipped,
     transport,
 )
-from decisionctl.load import MAX_DECISIONS_PER_LEVEL, MAX_LEVEL_S, check_bounds, require_loopback
-from decisionctl.prices import BUILTIN, cost_per_1000, load_prices
+from decisionctl.load import runs, workloads
+from decisionctl.load.closed_loop import MAX_DECISIONS_PER_LEVEL, MAX_LEVEL_S, check_bounds, require_loopback
+from decisionctl.load.prices import BUILTIN, load_prices
+from decisionctl.transport import Transport
 
 NAME = "bench"
 HELP = "load-test one or two endpoints at several concurrency levels"
@@ -110,8 +111,8 @@ def _report_level(lv: dict[str, Any]) -> None:
 
 
 def _recommend(report: dict[str, Any], slo_p95_ms: float) -> int:
-    recommendations = bench_mod.recommend(report, slo_p95_ms)
-    print(bench_mod.describe_recommendations(recommendations, slo_p95_ms))
+    recommendations = runs.recommend(report, slo_p95_ms)
+    print(runs.describe_recommendations(recommendations, slo_p95_ms))
     return EXIT_FAILED if any(r.concurrency is None for r in recommendations) else 0
 
 
@@ -132,7 +133,7 @@ def _workloads_of(args: argparse.Namespace) -> tuple[list[workloads.Workload], s
         generated = workloads.by_name(gap_s=args.question_gap)
         return [generated[name] for name in args.workload], None
     requests_file = args.requests or str(shipped("bench_requests.jsonl"))
-    return [workloads.RequestFile(bench_mod.load_requests(Path(requests_file)))], requests_file
+    return [workloads.RequestFile(runs.load_requests(Path(requests_file)))], requests_file
 
 
 def _plan(args: argparse.Namespace) -> list[tuple[str, str | None, str | None, str | None]]:
@@ -157,7 +158,7 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, str | None, str | None, s
 def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.from_result:
-        return _recommend(bench_mod.read_report(Path(args.from_result)), args.slo_p95_ms)
+        return _recommend(runs.read_report(Path(args.from_result)), args.slo_p95_ms)
     chosen, requests_file = _workloads_of(args)
     count = args.count if args.count is not None else (MAX_DECISIONS_PER_LEVEL if args.duration else 20)
     duration = args.duration if args.duration is not None else MAX_LEVEL_S
@@ -166,57 +167,31 @@ def run(args: argparse.Namespace) -> int:
     prices = load_prices(args.prices) if args.prices else None
     # every price is looked up before anything is sent, so a typo fails at once
     hourly = [prices.price(instance_type) if prices and instance_type else None for *_, instance_type in plan]
-    policy = retry_policy(args)
-    targets: list[dict[str, Any]] = []
-    for (label, url, endpoint, instance_type), price in zip(plan, hourly, strict=True):
-        target = transport(args, max_connections=max(args.concurrency), url=url, endpoint=endpoint)
-        try:
-            for workload in chosen:
-                say(f"bench {label}, {workload.name}: levels {args.concurrency}, {count} decisions or {duration:g} s")
-                levels = bench_mod.run_target(
-                    target,
-                    workload,
-                    args.concurrency,
-                    count=count,
-                    duration_s=duration,
-                    policy=policy,
-                    seed=args.seed,
-                    warmup=args.warmup,
-                    on_level=_report_level,
-                )
-                for lv in levels:
-                    lv["cost_per_1000"] = cost_per_1000(price, lv["throughput_per_s"]) if price is not None else None
-                targets.append(
-                    {
-                        "label": label,
-                        "target": target.label,
-                        "workload": workload.name,
-                        "instance_type": instance_type,
-                        "price_per_hour": price,
-                        "currency": prices.currency if prices else None,
-                        "levels": levels,
-                    }
-                )
-        finally:
-            target.close()
-    report = {
-        **bench_mod.settings(
-            workloads=chosen,
-            requests_file=requests_file,
-            count=count,
-            duration_s=duration,
-            policy=policy,
-            seed=args.seed,
-            warmup=args.warmup,
-        ),
-        "prices": prices.describe() if prices else None,
-        "targets": targets,
-    }
-    written = bench_mod.write_report(Path(args.out), report)
+    targets = [runs.Target(*where, price) for where, price in zip(plan, hourly, strict=True)]
+
+    def connect(target: runs.Target) -> Transport:
+        return transport(args, max_connections=max(args.concurrency), url=target.url, endpoint=target.endpoint)
+
+    report = runs.bench(
+        targets,
+        chosen,
+        args.concurrency,
+        connect=connect,
+        count=count,
+        duration_s=duration,
+        policy=retry_policy(args),
+        seed=args.seed,
+        warmup=args.warmup,
+        prices=prices,
+        requests_file=requests_file,
+        on_start=say,
+        on_level=_report_level,
+    )
+    written = runs.write_report(Path(args.out), report)
     for workload in chosen:
         if len(chosen) > 1:
             print(f"\n{workload.name}: {workload.description}")
-        print(render.bench([t for t in targets if t["workload"] == workload.name]))
+        print(tables.bench([t for t in report["targets"] if t["workload"] == workload.name]))
     if prices:
         print(
             f"\ncost per 1,000 requests = hourly price / (accepted per second * 3600) * 1000; prices from "

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from decisionctl import compare as compare_mod
-from decisionctl import render
+from decisionctl import tables
 from decisionctl.commands.compare_shadow import add_arguments as add_shadow_arguments
 from decisionctl.commands.compare_shadow import run as run_shadow
 from decisionctl.commands.options import EXIT_FAILED, UsageError, say
+from decisionctl.evaluation import comparison
 
 NAME = "compare"
 HELP = "what changed between two evaluate runs (model, build, hardware, calibration, wording)"
@@ -47,24 +47,24 @@ def run(args: argparse.Namespace) -> int:
     if args.new is None:
         raise UsageError("compare needs the baseline's and the candidate's evaluate directories (or --shadow)")
     try:
-        result = compare_mod.compare(
-            compare_mod.load_run(Path(args.base)),
-            compare_mod.load_run(Path(args.new)),
+        result = comparison.compare(
+            comparison.load_run(Path(args.base)),
+            comparison.load_run(Path(args.new)),
             threshold=args.threshold,
             top=args.top,
         )
-    except compare_mod.CompareError as exc:
+    except comparison.CompareError as exc:
         say(str(exc))
         return EXIT_FAILED
-    written = compare_mod.write_report(result, Path(args.out))
-    print(render.comparison(result.report))
+    written = comparison.write_report(result, Path(args.out))
+    print(tables.comparison(result.report))
     if result.report["band_changes"] is not None:  # both runs wrote a policy
-        print(compare_mod.render_band_changes(result.report["band_changes"]))
+        print(tables.band_changes(result.report["band_changes"]))
     print("wrote " + ", ".join(str(p) for p in written))
     overall = result.report["overall"]
     limit = args.max_changed_rate
     if limit is not None and overall["decisions_changed_rate"] > limit:
-        changed = render.pct(overall["decisions_changed_rate"])
+        changed = tables.pct(overall["decisions_changed_rate"])
         say(f"{changed} of decisions changed, more than --max-changed-rate {limit}")
         return EXIT_FAILED
     return 0

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from decisionctl import capture, render, shadow
+from decisionctl import tables
 from decisionctl.commands.options import EXIT_FAILED, say
+from decisionctl.traffic import capture, shadow
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
         say(str(exc))
         return EXIT_FAILED
     path = shadow.write_report(report, Path(args.out))
-    print(shadow.render_report(report))
+    print(tables.shadow_comparison(report))
     print(f"wrote {path}")
     limit = args.max_changed_rate
     if limit is not None and report["disagreement_rate"] > limit:
-        say(f"{render.pct(report['disagreement_rate'])} of answers disagree, more than --max-changed-rate {limit}")
+        say(f"{tables.pct(report['disagreement_rate'])} of answers disagree, more than --max-changed-rate {limit}")
         return EXIT_FAILED
     return 0

@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from decisionctl import render
-from decisionctl.cases import read_response
+from decisionctl import tables
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, report_retry, retry_policy, say, transport
+from decisionctl.evaluation.cases import read_response
 from decisionctl.transport import send_with_retries
 
 NAME = "decide"
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         say(f"the reply is not a decision response: {exc}")
         return EXIT_FAILED
-    print(render.answers(response))
+    print(tables.answers(response))
     print(f"\nmodel {response.model}, {response.usage.input_tokens} input tokens, {reply.latency_s:.3f} s")
     if args.show_identity:
         print("run identity (x_run):")

@@ -11,12 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.manifest import read_manifest, write_manifest
-
-from decisionctl import certified, policies, render
-from decisionctl import evaluate as evaluate_mod
-from decisionctl.cases import CaseError, load_cases
+from decisionctl import tables
+from decisionctl.certification import bands, manifests, policies
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, shipped, transport
+from decisionctl.evaluation import scoring
+from decisionctl.evaluation.cases import CaseError, load_cases
 
 NAME = "evaluate"
 HELP = "measure accuracy and calibration on labeled cases"
@@ -102,15 +101,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     endpoint = transport(args, max_connections=args.concurrency)
     try:
-        scored = evaluate_mod.score_cases(
+        scored = scoring.score_cases(
             cases, endpoint, out, concurrency=args.concurrency, policy=retry_policy(args), restart=args.restart
         )
-    except evaluate_mod.IdentityChanged as exc:
+    except scoring.IdentityChanged as exc:
         say(str(exc))
         return EXIT_FAILED
     finally:
         endpoint.close()
-    say(f"{scored.sent} cases sent, {scored.skipped} already scored in {out / evaluate_mod.PREDICTIONS}")
+    say(f"{scored.sent} cases sent, {scored.skipped} already scored in {out / scoring.PREDICTIONS}")
     if scored.interrupted:
         say("interrupted: run the same command again to score the rest")
         return 130
@@ -119,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             say(f"{e['id']}: {e['error']}")
         say("no case was scored")
         return EXIT_FAILED
-    results = evaluate_mod.results(
+    results = scoring.results(
         scored,
         cases,
         cases_path,
@@ -129,22 +128,22 @@ def run(args: argparse.Namespace) -> int:
         max_error=args.max_error,
         confidence=args.confidence,
     )
-    written = evaluate_mod.write_plots(out, scored.predictions, results["recommendation"]["overall"])
-    automation = evaluate_mod.write_automation_plots(out, results["certification"])
-    print(render.evaluation(results))
+    written = scoring.write_plots(out, scored.predictions, results["recommendation"]["overall"])
+    automation = scoring.write_automation_plots(out, results["certification"])
+    print(tables.evaluation(results))
     print("\nThe recommendation above is a point estimate on these cases; the policy is written from this:")
-    print(certified.render(results["certification"]))
+    print(tables.certification(results["certification"]))
     status = 0
     if args.fit_calibration:
         print()
         status = _fit(args, scored, results, cases_path)
         if "calibration_fit" in results:  # the fit ran and drew its figure
-            written.append(out / evaluate_mod.HELDOUT_PNG)
+            written.append(out / scoring.HELDOUT_PNG)
     if args.write_policy:
         print()
-        keys = certified.question_keys(cases)
+        keys = bands.question_keys(cases)
         status = _write_policy(Path(args.write_policy), scored, results, keys) or status
-    written.insert(0, evaluate_mod.write_results(out, results))
+    written.insert(0, scoring.write_results(out, results))
     if scored.errors:
         say(
             f"{len(scored.errors)} cases failed (listed in results.json; a re-run retries them), e.g. "
@@ -159,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         "wrote "
         + ", ".join(str(p) for p in written)
-        + f" and {len(automation)} figures in {out / evaluate_mod.AUTOMATION_DIR}"
+        + f" and {len(automation)} figures in {out / scoring.AUTOMATION_DIR}"
     )
     return status
 
@@ -181,7 +180,7 @@ def _refused_arguments(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _fit(args: argparse.Namespace, scored: evaluate_mod.Run, results: dict[str, Any], cases_path: Path) -> int:
+def _fit(args: argparse.Namespace, scored: scoring.Run, results: dict[str, Any], cases_path: Path) -> int:
     identity = scored.identity or {}
     provenance = {
         "cases_file": cases_path.name,
@@ -190,59 +189,36 @@ def _fit(args: argparse.Namespace, scored: evaluate_mod.Run, results: dict[str, 
         "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     try:
-        fitted, calibration = evaluate_mod.fit_calibration(
+        fitted, calibration = scoring.fit_calibration(
             scored.predictions, Path(args.out), holdout=args.holdout, seed=args.seed, provenance=provenance
         )
     except ValueError as exc:
         say(f"cannot fit calibration: {exc}")
         return EXIT_FAILED
     results["calibration_fit"] = {**fitted, "calibration": calibration.model_dump(mode="json")}
-    print(render.calibration(fitted))
+    print(tables.calibration(fitted))
     if args.manifest is None:
         print(json.dumps({"calibration": calibration.model_dump(mode="json")}, indent=2, sort_keys=True))
         return 0
-    manifest_path = Path(args.manifest)
-    manifest = read_manifest(manifest_path)
-    if identity.get("model_sha256") and identity["model_sha256"] != manifest.sha256:
-        say(
-            f"{manifest_path} is for model sha256 {manifest.sha256}, but the endpoint served "
-            f"{identity['model_sha256']}: the manifest was not changed"
+    try:
+        said = manifests.write_temperatures(
+            Path(args.manifest), calibration, served_sha256=identity.get("model_sha256"), improved=fitted["improved"]
         )
+    except manifests.ManifestRefused as exc:
+        say(str(exc))
         return EXIT_FAILED
-    if not fitted["improved"]:
-        say(f"{manifest_path} was not changed, because the fitted temperatures did not lower the held-out ECE")
-        return 0
-    if manifest.calibration is not None and manifest.calibration.slot_prior is not None:
-        # the temperatures were fitted on answers the prior had already been divided out of: keep it with them
-        calibration = calibration.model_copy(update={"slot_prior": manifest.calibration.slot_prior})
-    write_manifest(manifest.model_copy(update={"calibration": calibration}), manifest_path)
-    say(
-        f"wrote the temperatures into {manifest_path}; restart the adapter (or re-run package-model and "
-        "redeploy) and run evaluate again into a new --out directory to confirm"
-    )
+    say(said)
     return 0
 
 
-def _write_policy(
-    manifest_path: Path, scored: evaluate_mod.Run, results: dict[str, Any], keys: Mapping[str, str]
-) -> int:
-    if scored.errors or not results["complete"]:
-        say(f"{manifest_path} was not changed: {len(scored.errors)} cases failed, a policy needs every case scored")
-        return EXIT_FAILED
-    manifest = read_manifest(manifest_path)
+def _write_policy(manifest_path: Path, scored: scoring.Run, results: dict[str, Any], keys: Mapping[str, str]) -> int:
+    created = datetime.now(UTC).date()
     try:
-        policy = policies.from_results(results, manifest, created=datetime.now(UTC).date(), keys=keys)
-    except policies.PolicyRefused as exc:
-        say(f"{manifest_path} was not changed: {exc}")
+        manifest, policy = manifests.certified_policy(manifest_path, len(scored.errors), results, keys, created=created)
+    except manifests.ManifestRefused as exc:
+        say(str(exc))
         return EXIT_FAILED
     results["policy"] = policy.model_dump(by_alias=True, mode="json")
-    print(render.policy_actions(policy.version, policies.action_table(scored.predictions, policy, keys)))
-    if manifest.policy == policy:
-        say(f"{manifest_path} already holds policy {policy.version}")
-        return 0
-    write_manifest(manifest.model_copy(update={"policy": policy}), manifest_path)
-    say(
-        f"wrote policy {policy.version} into {manifest_path}; restart the adapter (or re-run package-model and "
-        "redeploy): its answers then carry x_action and x_run.policy names this version"
-    )
+    print(tables.policy_actions(policy.version, policies.action_table(scored.predictions, policy, keys)))
+    say(manifests.write_policy(manifest_path, manifest, policy))
     return 0

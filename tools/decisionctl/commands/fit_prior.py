@@ -7,10 +7,11 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from decision_adapter.manifest import Calibration, read_manifest, write_manifest
+from decision_adapter.manifest import read_manifest
 
+from decisionctl.certification import manifests
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, transport
-from decisionctl.slot_prior import FitError, choice_items, fit_prior, to_slot_prior
+from decisionctl.evaluation.slot_prior import FitError, choice_items, fit_prior, to_slot_prior
 
 NAME = "fit-prior"
 HELP = "fit the model's prior over option slots from unlabeled requests into manifest.json"
@@ -47,14 +48,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         endpoint.close()
-    if prior.model_sha256 != manifest.sha256:
-        say(
-            f"the endpoint serves the model with sha256 {prior.model_sha256}, but {args.manifest} is for "
-            f"{manifest.sha256}: nothing written"
-        )
+    try:
+        manifests.write_slot_prior(args.manifest, manifest, prior)
+    except manifests.ManifestRefused as exc:
+        say(str(exc))
         return EXIT_FAILED
-    calibration = (manifest.calibration or Calibration()).model_copy(update={"slot_prior": prior})
-    write_manifest(manifest.model_copy(update={"calibration": calibration}), args.manifest)
     block = prior.model_dump(mode="json")
     if args.report is not None:
         args.report.write_text(json.dumps(block, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -12,9 +12,9 @@ from decisionctl.transport import (
     DEFAULT_ROUTE,
     DEFAULT_TIMEOUT_S,
     HttpTransport,
+    RealTimeEndpointTransport,
     Reply,
     RetryPolicy,
-    SageMakerTransport,
     Transport,
 )
 
@@ -74,7 +74,9 @@ def transport(
             url, route=args.route, api_key=args.api_key, timeout_s=args.timeout, max_connections=max_connections
         )
     assert endpoint is not None
-    return SageMakerTransport(endpoint, region=args.region, timeout_s=args.timeout, max_connections=max_connections)
+    return RealTimeEndpointTransport(
+        endpoint, region=args.region, timeout_s=args.timeout, max_connections=max_connections
+    )
 
 
 def add_retry(parser: argparse.ArgumentParser) -> None:

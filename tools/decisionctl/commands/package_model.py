@@ -8,7 +8,7 @@ from pathlib import Path
 from decision_adapter.manifest import ChecksumMismatch
 
 from decisionctl.commands.options import EXIT_FAILED, say
-from decisionctl.packaging import PackagingError, package_model
+from decisionctl.release.packaging import PackagingError, package_model
 
 NAME = "package-model"
 HELP = "verify a GGUF and build model.tar.gz + manifest.json"

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from decisionctl.commands.options import EXIT_FAILED, say
-from decisionctl.images import DLC_TAGS, PinError, pin_images
+from decisionctl.release.images import DLC_TAGS, PinError, pin_images
 
 NAME = "pin-images"
 HELP = "look up the DLC image digests through ECR (no Docker) and pin them in cdk.json"

@@ -19,9 +19,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from decisionctl import metrics, plots
-from decisionctl.cases import Prediction
-from decisionctl.evaluate import PREDICTIONS, RESULTS, PredictionLog
+from decisionctl import plots
+from decisionctl.evaluation import metrics
+from decisionctl.evaluation.cases import Prediction
+from decisionctl.evaluation.scoring import PREDICTIONS, RESULTS, PredictionLog
 
 COMPARISON_JSON = "comparison.json"
 COMPARISON_PNG = "comparison.png"
@@ -216,31 +217,6 @@ def band_changes(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, A
         "changed": changed,
         "unchanged": sum(1 for n in before.keys() & after.keys() if n not in changed),
     }
-
-
-def render_band_changes(changes: Mapping[str, Any]) -> str:
-    """The band changes as text, a line per band that changed."""
-    head = f"policy {changes['base_version']} -> {changes['new_version']}: "
-    if not (changes["added"] or changes["removed"] or changes["changed"]):
-        return head + f"the same {changes['unchanged']} bands"
-    lines = [
-        head + f"{len(changes['changed'])} bands changed, {len(changes['added'])} added, "
-        f"{len(changes['removed'])} removed, {changes['unchanged']} unchanged"
-    ]
-    lines += [f"  added   {name}" for name in changes["added"]]
-    lines += [f"  removed {name}" for name in changes["removed"]]
-    for name, fields in changes["changed"].items():
-        shown = "; ".join(f"{f} {_short(v['base'])} -> {_short(v['new'])}" for f, v in fields.items())
-        lines.append(f"  changed {name}: {shown}")
-    return "\n".join(lines)
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, str) and len(value) == 64:  # a label set's sha256
-        return value[:12]
-    return "none" if value is None else str(value)
 
 
 def identity_changes(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

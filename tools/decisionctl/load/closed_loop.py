@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from decisionctl.load.workloads import Planned, Workload
 from decisionctl.transport import Reply, RetryPolicy, Transport, send_with_retries
-from decisionctl.workloads import Planned, Workload
 
 PAUSE_CAP_S = 1.0  # a client whose decision was turned away waits Retry-After, at most this, before the next
 MAX_ERROR_EXAMPLES = 5

@@ -21,8 +21,10 @@ from decision_adapter.schemas import RunRecord
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from decisionctl import calibration, certified, metrics, plots
-from decisionctl.cases import (
+from decisionctl import plots, tables
+from decisionctl.certification import bands
+from decisionctl.evaluation import metrics, temperatures
+from decisionctl.evaluation.cases import (
     Case,
     Prediction,
     describe_invalid,
@@ -201,7 +203,7 @@ def results(
     """results.json: metrics, coverage, the point-estimate recommendation, and what is certified at
     `max_error` with probability `confidence` (per question where the cases are given, per type, overall)."""
     count = cases if isinstance(cases, int) else len(cases)  # a count: bulk runs never hold every case
-    keys = None if isinstance(cases, int) else certified.question_keys(cases)
+    keys = None if isinstance(cases, int) else bands.question_keys(cases)
     return {
         "cases_file": str(cases_path),
         "cases_sha256": sha256_file(cases_path),
@@ -214,7 +216,7 @@ def results(
         "confidence": "probability of the predicted option; noul: max(p, 1 - p) with yes predicted when p >= 0.5",
         "brier": "mean over cases of the sum over declared options of (p - y)^2 (noul: yes and no), range 0..2",
         **metrics.report(run.predictions, target_accuracy, min_support=min_support, review_accuracy=review_accuracy),
-        "certification": certified.report(
+        "certification": bands.report(
             run.predictions,
             keys,
             max_error=max_error,
@@ -258,7 +260,7 @@ def write_automation_plots(out: Path, certification: Mapping[str, Any]) -> list[
     folder.mkdir(parents=True, exist_ok=True)
     e, c = certification["max_error"], certification["confidence"]
     bands = {
-        **{f"{q['type']}-{key}": (certified.question_name(key, q), q) for key, q in certification["questions"].items()},
+        **{f"{q['type']}-{key}": (tables.question_name(key, q), q) for key, q in certification["questions"].items()},
         **{f"type-{t}": (f"{t} (type band)", b) for t, b in certification["types"].items()},
     }
     written = []
@@ -273,11 +275,11 @@ def fit_calibration(
     preds: Sequence[Prediction], out: Path, *, holdout: float, seed: int, provenance: dict[str, Any]
 ) -> tuple[dict[str, Any], Any]:
     """Fit per-type temperature; returns the JSON-ready report and the manifest Calibration block."""
-    fitted = calibration.fit(preds, holdout=holdout, seed=seed)
+    fitted = temperatures.fit(preds, holdout=holdout, seed=seed)
     before, after = fitted.pop("heldout_before"), fitted.pop("heldout_after")
     plots.reliability_diagram(
         out / HELDOUT_PNG,
         {"held-out, as served": before, "held-out, fitted temperature": after},
         title=f"Held-out part ({len(before)} cases): before and after temperature",
     )
-    return fitted, calibration.to_calibration(fitted, provenance)
+    return fitted, temperatures.to_calibration(fitted, provenance)

@@ -15,8 +15,8 @@ from typing import Any
 
 from decision_adapter.manifest import Calibration
 
-from decisionctl import metrics
-from decisionctl.cases import Prediction, predicted_index
+from decisionctl.evaluation import metrics
+from decisionctl.evaluation.cases import Prediction, predicted_index
 
 _FLOOR = 1e-12  # a probability the endpoint rounded to 0 still carries a finite (large) penalty
 _LOG_A_BOUNDS = (math.log(1e-2), math.log(1e2))

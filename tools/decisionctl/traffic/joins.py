@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.question_types import kind_of
 from decision_adapter.schemas import Answer
 
-from decisionctl import evaluate as evaluate_mod
-from decisionctl.capture import CapturedAnswer, distribution, pick
-from decisionctl.cases import QUESTION_ID, parse_case, prediction_from_response, run_fingerprint
+from decisionctl.evaluation import scoring
+from decisionctl.evaluation.cases import QUESTION_ID, parse_case, prediction_from_response, run_fingerprint
+from decisionctl.readback import readback_of
+from decisionctl.traffic.capture import CapturedAnswer, distribution, pick
 
 CASES = "cases.jsonl"
 EVALUATE_DIR = "evaluate"
@@ -94,14 +94,14 @@ def _json_lines(path: Path, text: str) -> Iterable[tuple[int, Any]]:
                 raise OutcomesError(f"{path}: line {n} is not JSON; an outcomes file is CSV or JSON Lines") from exc
 
 
-def options_of(answer: Answer) -> tuple[str, ...]:
+def option_names(answer: Answer) -> tuple[str, ...]:
     """The answer's options in the order evaluate's cases use (noul: yes, no; score: levels 0..n-1)."""
-    return kind_of(answer.type).option_names(answer)
+    return readback_of(answer.type).option_names(answer)
 
 
 def final_option(answer: Answer, final: Any) -> str:
     """The option a final answer names, in `pick`'s terms; ValueError says why it names none."""
-    return kind_of(answer.type).final_option(answer, final)
+    return readback_of(answer.type).final_option(answer, final)
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def join(captured: Sequence[CapturedAnswer], outcomes: OutcomeRead) -> Join:
 def labeled_case(j: Joined) -> dict[str, Any]:
     """One joined decision as a labeled case in evaluate's format, with no state (see the module doc)."""
     answer, c = j.answer, j.captured
-    fields, expected = kind_of(answer.type).case_question(answer, j.final)
+    fields, expected = readback_of(answer.type).case_question(answer, j.final)
     question: dict[str, Any] = {"type": answer.type, **fields}
     if answer.x_options_sha256:
         question["x_options_sha256"] = answer.x_options_sha256
@@ -222,18 +222,18 @@ def write_join(result: Join, out: Path) -> dict[str, Any]:
     directory = out / EVALUATE_DIR
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    with (directory / evaluate_mod.PREDICTIONS).open("w", encoding="utf-8") as log:
+    with (directory / scoring.PREDICTIONS).open("w", encoding="utf-8") as log:
         for n, (line, j) in enumerate(zip(lines, result.joined, strict=True), start=1):
             case = parse_case(n, line)
             response = j.captured.response.model_copy(update={"answers": {QUESTION_ID: j.answer}})
             timing = response.x_timing_ms
             prediction = prediction_from_response(case, response, timing.total / 1000.0 if timing else 0.0)
-            record = {**prediction.to_json(), "case_sha256": evaluate_mod.case_digest(case)}
+            record = {**prediction.to_json(), "case_sha256": scoring.case_digest(case)}
             record["options_sha256"] = j.answer.x_options_sha256
             log.write(json.dumps(record, sort_keys=True) + "\n")
     run = result.joined[0].captured.run
     identity = run.model_dump(mode="json") if run else {}
-    (directory / evaluate_mod.IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n", "utf-8")
+    (directory / scoring.IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n", "utf-8")
     written["evaluate"] = str(directory)
     return written
 
@@ -272,6 +272,6 @@ def mix_of(answers: Iterable[Answer]) -> dict[str, float]:
 
 
 def probabilities(answer: Answer) -> list[float]:
-    """The answer's probabilities in `options_of` order, as a policy's verdict reads them."""
+    """The answer's probabilities in `option_names` order, as a policy's verdict reads them."""
     dist = distribution(answer)
-    return [dist[name] for name in options_of(answer)]
+    return [dist[name] for name in option_names(answer)]

@@ -16,12 +16,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from decision_adapter.engine import options_hash
+from decision_adapter.contract import options_hash
 from decision_adapter.schemas import Question
 from pydantic import TypeAdapter
 
-from decisionctl import certify, metrics
-from decisionctl.cases import Case, Prediction
+from decisionctl.certification import bounds
+from decisionctl.evaluation import metrics
+from decisionctl.evaluation.cases import Case, Prediction
 
 _QUESTION: TypeAdapter[Any] = TypeAdapter(Question)
 
@@ -52,12 +53,12 @@ def certify_group(
     """One band's certification on its cases: thresholds, counts, shares, bounds, and the grid it searched."""
     conf = np.array([[p.confidence for p in preds]], dtype=np.float64)
     wrong = np.array([[not p.correct for p in preds]], dtype=bool)
-    auto = certify.certify_automate(conf, wrong, max_error=max_error, confidence=confidence)
+    auto = bounds.certify_automate(conf, wrong, max_error=max_error, confidence=confidence)
     review_error = 1.0 - review_accuracy
-    review = certify.certify_review(conf, wrong, auto.index, max_error=review_error, confidence=confidence)
+    review = bounds.certify_review(conf, wrong, auto.index, max_error=review_error, confidence=confidence)
     n_cases = len(preds)
     grid: list[dict[str, Any]] = []
-    for j, t in enumerate(certify.GRID):
+    for j, t in enumerate(bounds.GRID):
         n, k, level = int(auto.cases[0, j]), int(auto.errors[0, j]), float(auto.levels[0, j])
         grid.append(
             {
@@ -67,7 +68,7 @@ def certify_group(
                 "errors": k,
                 "error": k / n if n else None,
                 "level": level,
-                "bound": certify.upper_bound(k, n, level) if n else None,
+                "bound": bounds.upper_bound(k, n, level) if n else None,
                 "certified": bool(auto.rejected[0, j]),
             }
         )
@@ -79,7 +80,7 @@ def certify_group(
         "labels_sha256": labels_sha256(preds),
         "automate_at_or_above": automated["threshold"] if automated else None,
         "automate": _band(automated["cases"], automated["errors"], n_cases, automated["bound"]) if automated else None,
-        "review_at_or_above": certify.GRID[r] if r >= 0 else None,
+        "review_at_or_above": bounds.GRID[r] if r >= 0 else None,
         "review_max_error": review_error,
         "review": None,
         "grid": grid,
@@ -87,7 +88,7 @@ def certify_group(
     }
     if r >= 0:
         n, k = int(review.cases[0, r]), int(review.errors[0, r])
-        out["review"] = _band(n, k, n_cases, certify.upper_bound(k, n, float(review.levels[0, r])))
+        out["review"] = _band(n, k, n_cases, bounds.upper_bound(k, n, float(review.levels[0, r])))
     taken = (out["automate"] or {"cases": 0})["cases"] + (out["review"] or {"cases": 0})["cases"]
     out["abstain"] = {"cases": n_cases - taken, "share": _share(n_cases - taken, n_cases)}
     return out
@@ -107,12 +108,12 @@ def needed(grid: Sequence[Mapping[str, Any]], max_error: float, confidence: floa
     """For a band that certified nothing: how many cases of it would certify, at the error measured at the
     threshold (with at least `min_support` cases) where that number is smallest. Counted at the level every
     threshold is sure to get, (1 - C) / m; None where every such threshold's error is at or above E."""
-    level = (1.0 - confidence) / len(certify.GRID)
+    level = (1.0 - confidence) / len(bounds.GRID)
     best: dict[str, Any] | None = None
     for row in grid:
         if row["cases"] < min_support:
             continue
-        inside = certify.cases_needed(row["errors"] / row["cases"], max_error, level)
+        inside = bounds.cases_needed(row["errors"] / row["cases"], max_error, level)
         if inside is None:
             continue
         total = math.ceil(inside / row["share"])
@@ -122,7 +123,7 @@ def needed(grid: Sequence[Mapping[str, Any]], max_error: float, confidence: floa
     return {
         "at_best": best,
         "lowest_error_measured": min(measured) if measured else None,
-        "without_errors": certify.cases_needed(0.0, max_error, level),
+        "without_errors": bounds.cases_needed(0.0, max_error, level),
     }
 
 
@@ -150,7 +151,7 @@ def report(
             questions[key] = {"type": ps[0].type, "first_case": ps[0].id, **group(ps)}
     types = {t: group(ps) for t, ps in metrics.by_type(preds).items()}
     return {
-        "method": certify.METHOD,
+        "method": bounds.METHOD,
         **settings,
         "min_support": min_support,
         "questions": questions,
@@ -176,78 +177,3 @@ def overall(bands: Sequence[Mapping[str, Any]], total: int) -> dict[str, Any]:
         "review": _band(n_review, sum(r["errors"] for r in reviewed), total, None) if n_review else None,
         "abstain": {"cases": total - n_auto - n_review, "share": _share(total - n_auto - n_review, total)},
     }
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _row(name: str, band: Mapping[str, Any]) -> list[str]:
-    auto, review = band["automate"], band["review"]
-    return [
-        name,
-        str(band["cases"]),
-        "-" if band.get("automate_at_or_above") is None else f"{band['automate_at_or_above']:.3f}",
-        _pct(auto["share"]) if auto else "0.0%",
-        f"{_pct(auto['error'])} ({auto['errors']}/{auto['cases']})" if auto else "-",
-        _pct(auto["bound"]) if auto else "-",
-        _pct(review["share"]) if review else "0.0%",
-        _pct(band["abstain"]["share"]),
-    ]
-
-
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    headers = ["band", "cases", "automate >=", "automated", "error (wrong/automated)", "bound", "review", "abstain"]
-    cells = [headers, *rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def question_name(key: str, entry: Mapping[str, Any]) -> str:
-    return f"{entry['type']} {key} ({entry['first_case']})"
-
-
-def render(rep: Mapping[str, Any]) -> str:
-    """The certified shares, per question, per type (the band for questions the cases never asked), overall;
-    and for each band that certified nothing, why and how many cases would."""
-    e, c = rep["max_error"], rep["confidence"]
-    head = (
-        f"Certified for automation at error <= {_pct(e)} with probability {_pct(c)} out of sample "
-        f"({rep['method']}; review: suggestions right >= {_pct(rep['review_accuracy'])}, same probability):"
-    )
-    rows = [_row(question_name(k, q), q) for k, q in rep["questions"].items()]
-    rows += [_row(f"{t} (type band)", b) for t, b in rep["types"].items()]
-    rows.append(_row("overall", {**rep["overall"], "automate_at_or_above": None}))
-    named = [(question_name(k, q), q) for k, q in rep["questions"].items()]
-    named += [(f"{t} (type band)", b) for t, b in rep["types"].items()]
-    notes = [no_band_note(n, b, e, rep["min_support"]) for n, b in named if b["automate"] is None]
-    overall_ = rep["overall"]
-    auto = overall_["automate"]
-    summary = (
-        f"overall: {_pct(auto['share'] if auto else 0.0)} of {overall_['cases']} cases certified for automation at "
-        f"<= {_pct(e)} error ({overall_['bands_automating']} of {overall_['bands']} bands automate)"
-    )
-    return "\n".join([head, _table(rows), summary, *notes])
-
-
-def no_band_note(name: str, band: Mapping[str, Any], max_error: float, min_support: int) -> str:
-    """Why a band automates nothing, and how many cases like these would certify one."""
-    need = band["cases_needed"]
-    if need["at_best"] is not None:
-        best = need["at_best"]
-        return (
-            f"{name}: no automate band; at the error measured at confidence >= {best['threshold']:.3f} "
-            f"({_pct(best['error'])}), about {best['cases']} cases would certify one (it has {band['cases']})"
-        )
-    lowest = need["lowest_error_measured"]
-    seen = (
-        f"its lowest measured error, {_pct(lowest)}, is not below E = {_pct(max_error)}"
-        if lowest is not None
-        else f"it has fewer than --min-support {min_support} cases to measure an error on"
-    )
-    return (
-        f"{name}: no automate band; no number of cases like these would certify one ({seen}); "
-        f"even error-free, a band needs {need['without_errors']} automated cases"
-    )

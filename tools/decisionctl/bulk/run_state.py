@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from decisionctl import evaluate as evaluate_mod
-from decisionctl.bulk_records import InputSummary, PartAnswers, join, read_records
-from decisionctl.cases import Prediction, prediction_from_response, read_response, run_fingerprint
+from decisionctl.bulk.records import InputSummary, PartAnswers, join, read_records
+from decisionctl.evaluation import scoring
+from decisionctl.evaluation.cases import Prediction, prediction_from_response, read_response, run_fingerprint
 
 STATE = "run.json"
 ANSWERS = "answers.jsonl"
@@ -129,7 +129,7 @@ class EvaluateWriter:
     def __post_init__(self) -> None:
         shutil.rmtree(self.out, ignore_errors=True)
         self.out.mkdir(parents=True)
-        self._log = (self.out / evaluate_mod.PREDICTIONS).open("w", encoding="utf-8")
+        self._log = (self.out / scoring.PREDICTIONS).open("w", encoding="utf-8")
 
     def add(self, record: Any, answer: dict[str, Any]) -> None:
         case = record.case
@@ -151,7 +151,7 @@ class EvaluateWriter:
         elif served != self._fingerprint:
             self.identity_changed = True
         self._log.write(
-            json.dumps({**prediction.to_json(), "case_sha256": evaluate_mod.case_digest(case)}, sort_keys=True) + "\n"
+            json.dumps({**prediction.to_json(), "case_sha256": scoring.case_digest(case)}, sort_keys=True) + "\n"
         )
         self.predictions.append(prediction)
 
@@ -159,11 +159,11 @@ class EvaluateWriter:
         self._log.close()
         if self.identity_changed or not self.predictions:
             return None
-        (self.out / evaluate_mod.IDENTITY).write_text(
+        (self.out / scoring.IDENTITY).write_text(
             json.dumps(self.identity, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
-        run = evaluate_mod.Run(self.predictions, skipped=0, sent=records, errors=self.errors, identity=self.identity)
-        results = evaluate_mod.results(
+        run = scoring.Run(self.predictions, skipped=0, sent=records, errors=self.errors, identity=self.identity)
+        results = scoring.results(
             run,
             records,
             cases_path,
@@ -171,8 +171,8 @@ class EvaluateWriter:
             min_support=int(thresholds["min_support"]),
             review_accuracy=float(thresholds["review_accuracy"]),
         )
-        evaluate_mod.write_results(self.out, results)
-        evaluate_mod.write_plots(self.out, self.predictions, results["recommendation"]["overall"])
+        scoring.write_results(self.out, results)
+        scoring.write_plots(self.out, self.predictions, results["recommendation"]["overall"])
         return results
 
 

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.question_types import kind_of
 from decision_adapter.schemas import Answer, DecisionResponse, RunRecord
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from decisionctl.cases import describe_invalid
+from decisionctl.evaluation.cases import describe_invalid
+from decisionctl.readback import readback_of
 
 CAPTURE_SUFFIX = ".jsonl"
 JSON_LINES_TYPES = ("application/jsonlines", "application/jsonl", "application/x-jsonlines")
@@ -78,12 +78,12 @@ class CapturedAnswer:
 def pick(answer: Answer) -> str:
     """The option an answer picks, by name: noul "yes" (p >= 0.5) or "no", choice its option, score the modal
     level's index as the probabilities key it (evaluate's rule, cases.predicted_index)."""
-    return kind_of(answer.type).picked_name(answer)
+    return readback_of(answer.type).picked_name(answer)
 
 
 def distribution(answer: Answer) -> dict[str, float]:
     """An answer's probabilities by option name (noul: yes and no)."""
-    return kind_of(answer.type).named_distribution(answer)
+    return readback_of(answer.type).named_distribution(answer)
 
 
 @dataclass

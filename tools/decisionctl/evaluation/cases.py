@@ -14,10 +14,11 @@ from typing import Any
 
 from decision_adapter import contract
 from decision_adapter.gguf_metadata import Temperatures
-from decision_adapter.question_types import NOUL_OPTIONS as NOUL_OPTIONS  # noqa: PLC0414 (outcomes reads it here)
 from decision_adapter.question_types import kind_of, types_phrase
 from decision_adapter.schemas import DecisionResponse, RunIdentity
 from pydantic import ValidationError
+
+from decisionctl.readback import readback_of
 
 QUESTION_ID = "q"
 
@@ -83,10 +84,10 @@ def parse_case(line_no: int, data: Any) -> Case:
     if "expected" not in data:
         raise CaseError(f"line {line_no}: case {case_id!r} has no 'expected' answer")
     qtype = str(question["type"])
-    kind = kind_of(qtype)
+    readback = readback_of(qtype)
     try:
-        options = kind.case_options(question.get("criteria"))
-        expected_index = kind.expected_index(data["expected"], options)
+        options = readback.case_options(question.get("criteria"))
+        expected_index = readback.expected_index(data["expected"], options)
     except ValueError as exc:
         raise CaseError(f"line {line_no}: {exc}") from exc
     return Case(case_id, qtype, data["state"], dict(question), options, expected_index)
@@ -153,7 +154,7 @@ def prediction_from_response(case: Case, response: DecisionResponse, latency_s: 
         case.expected_index,
         predicted,
         probs[predicted],
-        kind.contract_confidence(answer),
+        readback_of(case.type).contract_confidence(answer),
         temperature,
         run.model_sha256 if run else "",
         latency_s,

@@ -1,4 +1,4 @@
-"""The thresholds `evaluate` certifies (per question and per type, decisionctl.certified), as the policy block
+"""The thresholds `evaluate` certifies (per question and per type, decisionctl.certification.bands), as the policy block
 a manifest serves, and what a policy does to a labeled set (the share of cases each action takes and the
 accuracy within each).
 
@@ -28,8 +28,8 @@ from decision_adapter.policy import (
     verdict,
 )
 
-from decisionctl import metrics
-from decisionctl.cases import Prediction
+from decisionctl.evaluation import metrics
+from decisionctl.evaluation.cases import Prediction
 
 
 class PolicyRefused(ValueError):
@@ -62,7 +62,7 @@ def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> 
 
 
 def band_of(entry: Mapping[str, Any], certification: Mapping[str, Any]) -> Band:
-    """A certified band as the policy holds it (entry: one question's or type's certified.certify_group)."""
+    """A certified band as the policy holds it (entry: one question's or type's bands.certify_group)."""
     auto, review = entry["automate"], entry["review"]
     certificate = Certificate(
         method=certification["method"],

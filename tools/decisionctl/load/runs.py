@@ -1,6 +1,6 @@
 """Load tests of one or two endpoints (bench.json, bench.png) and the autoscaling target read off them.
 
-Each target is loaded with each workload at each concurrency level in turn (`decisionctl.load` runs one
+Each target is loaded with each workload at each concurrency level in turn (`decisionctl.load.closed_loop` runs one
 level); every level gets requests of its own seed, so no level finds states an earlier one left cached.
 """
 
@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from decisionctl import plots
-from decisionctl.load import (
+from decisionctl.load.closed_loop import (
     PAUSE_CAP_S,
-    percentiles,  # noqa: F401 (benchmarks/adapter_bench.py imports it from here)
     run_level,
 )
+from decisionctl.load.prices import PriceTable, cost_per_1000
+from decisionctl.load.workloads import Workload
 from decisionctl.transport import RetryPolicy, Transport
-from decisionctl.workloads import Workload
 
 BENCH_JSON = "bench.json"
 BENCH_PNG = "bench.png"
@@ -66,6 +66,81 @@ def run_target(
         if on_level is not None:
             on_level(result)
     return results
+
+
+@dataclass(frozen=True)
+class Target:
+    """One endpoint a bench loads: its name in tables, its URL or SageMaker endpoint, its hourly price if known."""
+
+    label: str
+    url: str | None
+    endpoint: str | None
+    instance_type: str | None
+    price_per_hour: float | None
+
+
+def bench(
+    targets: Sequence[Target],
+    workloads: Sequence[Workload],
+    levels: Sequence[int],
+    *,
+    connect: Callable[[Target], Transport],
+    count: int,
+    duration_s: float,
+    policy: RetryPolicy,
+    seed: int,
+    warmup: int,
+    prices: PriceTable | None,
+    requests_file: str | None,
+    on_start: Callable[[str], None],
+    on_level: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Each target with each workload at every level (`run_target`): the report bench.json holds."""
+    measured: list[dict[str, Any]] = []
+    for target in targets:
+        transport = connect(target)
+        try:
+            for workload in workloads:
+                on_start(
+                    f"bench {target.label}, {workload.name}: levels {levels}, {count} decisions or {duration_s:g} s"
+                )
+                results = run_target(
+                    transport,
+                    workload,
+                    levels,
+                    count=count,
+                    duration_s=duration_s,
+                    policy=policy,
+                    seed=seed,
+                    warmup=warmup,
+                    on_level=on_level,
+                )
+                price = target.price_per_hour
+                for lv in results:
+                    lv["cost_per_1000"] = cost_per_1000(price, lv["throughput_per_s"]) if price is not None else None
+                measured.append(
+                    {
+                        "label": target.label,
+                        "target": transport.label,
+                        "workload": workload.name,
+                        "instance_type": target.instance_type,
+                        "price_per_hour": price,
+                        "currency": prices.currency if prices else None,
+                        "levels": results,
+                    }
+                )
+        finally:
+            transport.close()
+    how = settings(
+        workloads=workloads,
+        requests_file=requests_file,
+        count=count,
+        duration_s=duration_s,
+        policy=policy,
+        seed=seed,
+        warmup=warmup,
+    )
+    return {**how, "prices": prices.describe() if prices else None, "targets": measured}
 
 
 def settings(

@@ -1,12 +1,13 @@
-"""Plain-text tables for the terminal: answers, evaluation metrics, calibration and bench results."""
+"""Every terminal table decisionctl prints: answers, evaluations, certification, bench runs, comparisons, outcomes."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from decision_adapter.question_types import kind_of
 from decision_adapter.schemas import DecisionResponse
+
+from decisionctl.readback import readback_of
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -34,12 +35,12 @@ def answers(response: DecisionResponse) -> str:
     server serves a threshold policy, the action it gives the answer and why."""
     rows = []
     for qid, a in response.answers.items():
-        kind = kind_of(a.type)
-        ordered = kind.labelled_probabilities(a)
+        readback = readback_of(a.type)
+        ordered = readback.labelled_probabilities(a)
         shown = "  ".join(f"{label} {v:.3f}" for label, v in ordered[:6])
         if len(ordered) > 6:
             shown += f"  (+{len(ordered) - 6} more)"
-        rows.append([qid, a.type, kind.summary(a), shown, num(kind.contract_confidence(a))])
+        rows.append([qid, a.type, readback.summary(a), shown, num(readback.contract_confidence(a))])
         if a.x_action is not None:
             rows[-1].append(f"{a.x_action} ({a.x_action_reason})")
     headers = ["question", "type", "answer", "probabilities", "confidence"]
@@ -50,16 +51,9 @@ def answers(response: DecisionResponse) -> str:
 
 def evaluation(results: Mapping[str, Any]) -> str:
     m = results["metrics"]
+    scores = ("brier", "ece", "mean_confidence")
     rows = [
-        [
-            name,
-            s["cases"],
-            pct(s["accuracy"]),
-            num(s.get("macro_f1")),
-            num(s["brier"]),
-            num(s["ece"]),
-            num(s["mean_confidence"]),
-        ]
+        [name, s["cases"], pct(s["accuracy"]), num(s.get("macro_f1")), *(num(s[k]) for k in scores)]
         for name, s in m.items()
     ]
     parts = [table(["", "cases", "accuracy", "macro-F1", "Brier", "ECE", "mean conf"], rows)]
@@ -72,9 +66,7 @@ def evaluation(results: Mapping[str, Any]) -> str:
                 [
                     f"{r['threshold']:.2f}",
                     r["covered"],
-                    pct(r["coverage"]),
-                    pct(r["accuracy"]),
-                    pct(r["accuracy_lower95"]),
+                    *(pct(r[k]) for k in ("coverage", "accuracy", "accuracy_lower95")),
                 ]
                 for r in cov
                 if r["threshold"] >= 0.3 or r["threshold"] == 0
@@ -142,42 +134,19 @@ def recommendation(name: str, rec: Mapping[str, Any]) -> str:
     return head + tail
 
 
+_CALIBRATION_HEADERS = ["type", "fit", "held-out", "T in force", "T fitted"]
+_CALIBRATION_HEADERS += ["ECE before", "ECE fitted", "NLL before", "NLL fitted", "applied"]
+
+
 def calibration(fit: Mapping[str, Any]) -> str:
     rows = []
     for t, v in fit["per_type"].items():
         fitted = num(v["fitted_temperature"]) + (" (search bound)" if v["at_search_bound"] else "")
         verdict = "yes" if v["applied"] else "no: held-out ECE not lower"
-        rows.append(
-            [
-                t,
-                v["fit_cases"],
-                v["heldout_cases"],
-                num(v["temperature_before"]),
-                fitted,
-                num(v["heldout_ece_before"]),
-                num(v["heldout_ece_after"]),
-                num(v["heldout_nll_before"]),
-                num(v["heldout_nll_after"]),
-                verdict,
-            ]
-        )
-    out = [
-        table(
-            [
-                "type",
-                "fit",
-                "held-out",
-                "T in force",
-                "T fitted",
-                "ECE before",
-                "ECE fitted",
-                "NLL before",
-                "NLL fitted",
-                "applied",
-            ],
-            rows,
-        )
-    ]
+        measured = ("heldout_ece_before", "heldout_ece_after", "heldout_nll_before", "heldout_nll_after")
+        row = [t, v["fit_cases"], v["heldout_cases"], num(v["temperature_before"]), fitted]
+        rows.append([*row, *(num(v[m]) for m in measured), verdict])
+    out = [table(_CALIBRATION_HEADERS, rows)]
     if any(v["at_search_bound"] for v in fit["per_type"].values()):
         out.append("A fit at the search bound means the scores of that type carry little usable signal on these cases.")
     before, after = num(fit["heldout_ece_before"]), num(fit["heldout_ece_after"])
@@ -268,20 +237,155 @@ def comparison(report: Mapping[str, Any]) -> str:
         parts.append("run identity: the same model, build, hardware, prompt template and calibration")
     if report["most_changed"]:
         parts.append("\nMost changed cases:")
-        parts.append(
-            table(
-                ["id", "type", "decision", "confidence", "TV", "right"],
-                [
-                    [
-                        c["id"],
-                        c["type"],
-                        f"{c['base_choice']} -> {c['new_choice']}",
-                        f"{c['base_confidence']:.3f} -> {c['new_confidence']:.3f}",
-                        num(c["total_variation"]),
-                        f"{'yes' if c['base_correct'] else 'no'} -> {'yes' if c['new_correct'] else 'no'}",
-                    ]
-                    for c in report["most_changed"]
-                ],
-            )
+        rows = []
+        for c in report["most_changed"]:
+            right = f"{'yes' if c['base_correct'] else 'no'} -> {'yes' if c['new_correct'] else 'no'}"
+            moved = [f"{c['base_confidence']:.3f} -> {c['new_confidence']:.3f}", num(c["total_variation"]), right]
+            rows.append([c["id"], c["type"], f"{c['base_choice']} -> {c['new_choice']}", *moved])
+        parts.append(table(["id", "type", "decision", "confidence", "TV", "right"], rows))
+    return "\n".join(parts)
+
+
+def band_changes(changes: Mapping[str, Any]) -> str:
+    """What changed between two runs' policies, a line per band that changed."""
+    head = f"policy {changes['base_version']} -> {changes['new_version']}: "
+    if not (changes["added"] or changes["removed"] or changes["changed"]):
+        return head + f"the same {changes['unchanged']} bands"
+    lines = [
+        head + f"{len(changes['changed'])} bands changed, {len(changes['added'])} added, "
+        f"{len(changes['removed'])} removed, {changes['unchanged']} unchanged"
+    ]
+    lines += [f"  added   {name}" for name in changes["added"]]
+    lines += [f"  removed {name}" for name in changes["removed"]]
+    for name, fields in changes["changed"].items():
+        shown = "; ".join(f"{f} {_short(v['base'])} -> {_short(v['new'])}" for f, v in fields.items())
+        lines.append(f"  changed {name}: {shown}")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, str) and len(value) == 64:  # a label set's sha256
+        return value[:12]
+    return "none" if value is None else str(value)
+
+
+def question_name(key: str, entry: Mapping[str, Any]) -> str:
+    return f"{entry['type']} {key} ({entry['first_case']})"
+
+
+_CERTIFIED_HEADERS = ["band", "cases", "automate >=", "automated", "error (wrong/automated)", "bound", "review"]
+_CERTIFIED_HEADERS.append("abstain")
+
+
+def _band_row(name: str, band: Mapping[str, Any]) -> list[str]:
+    auto, review = band["automate"], band["review"]
+    return [
+        name,
+        str(band["cases"]),
+        "-" if band.get("automate_at_or_above") is None else f"{band['automate_at_or_above']:.3f}",
+        pct(auto["share"]) if auto else "0.0%",
+        f"{pct(auto['error'])} ({auto['errors']}/{auto['cases']})" if auto else "-",
+        pct(auto["bound"]) if auto else "-",
+        pct(review["share"]) if review else "0.0%",
+        pct(band["abstain"]["share"]),
+    ]
+
+
+def certification(rep: Mapping[str, Any]) -> str:
+    """The certified shares, per question, per type (the band for questions the cases never asked), overall;
+    and for each band that certified nothing, why and how many cases would."""
+    e, c = rep["max_error"], rep["confidence"]
+    head = (
+        f"Certified for automation at error <= {pct(e)} with probability {pct(c)} out of sample "
+        f"({rep['method']}; review: suggestions right >= {pct(rep['review_accuracy'])}, same probability):"
+    )
+    rows = [_band_row(question_name(k, q), q) for k, q in rep["questions"].items()]
+    rows += [_band_row(f"{t} (type band)", b) for t, b in rep["types"].items()]
+    rows.append(_band_row("overall", {**rep["overall"], "automate_at_or_above": None}))
+    named = [(question_name(k, q), q) for k, q in rep["questions"].items()]
+    named += [(f"{t} (type band)", b) for t, b in rep["types"].items()]
+    notes = [no_band_note(n, b, e, rep["min_support"]) for n, b in named if b["automate"] is None]
+    overall_ = rep["overall"]
+    auto = overall_["automate"]
+    summary = (
+        f"overall: {pct(auto['share'] if auto else 0.0)} of {overall_['cases']} cases certified for automation at "
+        f"<= {pct(e)} error ({overall_['bands_automating']} of {overall_['bands']} bands automate)"
+    )
+    return "\n".join([head, table(_CERTIFIED_HEADERS, rows), summary, *notes])
+
+
+def no_band_note(name: str, band: Mapping[str, Any], max_error: float, min_support: int) -> str:
+    """Why a band automates nothing, and how many cases like these would certify one."""
+    need = band["cases_needed"]
+    if need["at_best"] is not None:
+        best = need["at_best"]
+        return (
+            f"{name}: no automate band; at the error measured at confidence >= {best['threshold']:.3f} "
+            f"({pct(best['error'])}), about {best['cases']} cases would certify one (it has {band['cases']})"
         )
+    lowest = need["lowest_error_measured"]
+    seen = f"its lowest measured error, {pct(lowest)}, is not below E = {pct(max_error)}"
+    if lowest is None:
+        seen = f"it has fewer than --min-support {min_support} cases to measure an error on"
+    return (
+        f"{name}: no automate band; no number of cases like these would certify one ({seen}); "
+        f"even error-free, a band needs {need['without_errors']} automated cases"
+    )
+
+
+def shadow_comparison(report: dict[str, Any]) -> str:
+    """Production against shadow on the same invocations: agreement, shift and automated share per question."""
+    p, s = report["production"]["variant"], report["shadow"]["variant"]
+    rows = []
+    for qid, q in report["questions"].items():
+        shares = q["action_share"]
+        automated = f"{pct(shares['production'].get('automate'))} -> {pct(shares['shadow'].get('automate'))}"
+        mix = q["option_mix"]
+        moved = max(
+            (abs(mix["shadow"].get(o, 0.0) - mix["production"].get(o, 0.0)), o)
+            for o in set(mix["production"]) | set(mix["shadow"])
+        )
+        measured = [pct(q["agreement"]), num(q["mean_total_variation"]), f"{moved[1]} {pct(moved[0])}", automated]
+        rows.append([qid, q["type"], q["pairs"], *measured])
+    parts = [
+        f"{report['paired']} invocations answered by both {p} (production) and {s} (shadow); unpaired: "
+        f"{report['unpaired']['production']} production, {report['unpaired']['shadow']} shadow",
+        table(["question", "type", "pairs", "agree", "mean TV", "most moved option", "automated"], rows),
+        f"{report['disagreed']} of {report['compared_answers']} answers disagree ({pct(report['disagreement_rate'])})",
+    ]
+    for d in report["top"]:
+        tv = num(d["total_variation"])
+        parts.append(f"  {d['key']} {d['question_id']}: {d['production']} -> {d['shadow']} (TV {tv})")
+    changed = [f for f, v in report["identity"]["production"].items() if v != report["identity"]["shadow"].get(f)]
+    parts.append("identity differs in: " + (", ".join(changed) if changed else "nothing (same run identity)"))
+    return "\n".join(parts)
+
+
+def outcomes(report: dict[str, Any]) -> str:
+    """Captured answers joined with final answers: reversal rates per question, and each band's error on traffic."""
+    rows = []
+    for qid, q in report["questions"].items():
+        review = q["actions"].get("review", {"answers": 0, "changed": 0})
+        reversals = [q["automated"], q["reversed"], pct(q["reversal_rate"]), f"{review['changed']}/{review['answers']}"]
+        rows.append([qid, q["type"], q["joined"], pct(q["agreed"] / q["joined"]), *reversals])
+    headers = ["question", "type", "joined", "agreed", "automated", "reversed", "reversal rate", "review changed"]
+    parts = [
+        f"{report['joined']} decisions joined from {report['capture']['answers']} captured answers and "
+        f"{report['outcome_rows']} outcome rows",
+        table(headers, rows),
+    ]
+    bands = report.get("bands")
+    if bands:
+        parts.append(f"\nAutomate bands of policy {bands['policy']} on this traffic:")
+        band_rows = []
+        for key, b in bands["bands"].items():
+            promise = b["promised"]
+            verdict = "no bound recorded"
+            if promise is not None:
+                verdict = f"<= {pct(promise['max_error'])}: " + ("EXCEEDED" if b["exceeded"] else "consistent")
+                verdict += f" (p {num(b['p_value'])})"
+            band_rows.append([key, ", ".join(b["question_ids"]), b["automated"], b["errors"], pct(b["error"]), verdict])
+        parts.append(table(["band", "questions", "automated", "reversed", "error", "promised"], band_rows))
     return "\n".join(parts)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decisionctl.cases import Case, parse_case
+from decisionctl.evaluation.cases import Case, parse_case
 
 RecordId = str | int | float | bool | None
 _SCALARS = (str, int, float, bool)
@@ -30,7 +30,9 @@ class RecordError(ValueError):
 
 
 @dataclass(frozen=True)
-class Record:
+class InputRecord:
+    """One line of a bulk input file: what is sent for it, and its labeled case where the file is labeled."""
+
     line_no: int
     id: RecordId
     body: dict[str, Any]  # what is sent: the decision body, `id` first
@@ -47,7 +49,7 @@ class InputSummary:
     sha256: str
 
 
-def read_records(path: Path) -> Iterator[Record]:
+def read_records(path: Path) -> Iterator[InputRecord]:
     """Every record of the file, in order (blank lines and # comments skipped), one line read at a time."""
     labeled: bool | None = None
     with path.open(encoding="utf-8") as f:
@@ -70,12 +72,12 @@ def read_records(path: Path) -> Iterator[Record]:
             yield _case_record(line_no, data) if is_case else _body_record(line_no, data)
 
 
-def _case_record(line_no: int, data: dict[str, Any]) -> Record:
+def _case_record(line_no: int, data: dict[str, Any]) -> InputRecord:
     case = parse_case(line_no, data)
-    return Record(line_no, case.id, {"id": case.id, **case.request()}, case)
+    return InputRecord(line_no, case.id, {"id": case.id, **case.request()}, case)
 
 
-def _body_record(line_no: int, data: dict[str, Any]) -> Record:
+def _body_record(line_no: int, data: dict[str, Any]) -> InputRecord:
     if "questions" not in data:
         raise RecordError(
             f"line {line_no}: neither a decision body (with questions) nor a labeled case (with question, expected)"
@@ -83,7 +85,7 @@ def _body_record(line_no: int, data: dict[str, Any]) -> Record:
     record_id = data.get("id", line_no)
     if record_id is not None and not isinstance(record_id, _SCALARS):
         raise RecordError(f"line {line_no}: 'id' must be a JSON scalar (string, number, boolean or null)")
-    return Record(line_no, record_id, {"id": record_id, **{k: v for k, v in data.items() if k != "id"}}, None)
+    return InputRecord(line_no, record_id, {"id": record_id, **{k: v for k, v in data.items() if k != "id"}}, None)
 
 
 def scan(path: Path) -> InputSummary:
@@ -105,9 +107,9 @@ def scan(path: Path) -> InputSummary:
     return InputSummary(count, labeled, digest.hexdigest())
 
 
-def chunks(records: Iterable[Record], *, max_records: int, max_bytes: int) -> Iterator[list[Record]]:
+def chunks(records: Iterable[InputRecord], *, max_records: int, max_bytes: int) -> Iterator[list[InputRecord]]:
     """The records cut into parts of at most `max_records` records and `max_bytes` serialized bytes."""
-    part: list[Record] = []
+    part: list[InputRecord] = []
     size = 0
     for record in records:
         length = len(record.line())
@@ -122,7 +124,7 @@ def chunks(records: Iterable[Record], *, max_records: int, max_bytes: int) -> It
         yield part
 
 
-def serialized(part: Iterable[Record]) -> bytes:
+def serialized(part: Iterable[InputRecord]) -> bytes:
     return b"".join(record.line() for record in part)
 
 
@@ -139,7 +141,7 @@ def error_line(record_id: RecordId, error_type: str, message: str) -> dict[str, 
     return {"id": record_id, "error": {"error_type": error_type, "message": message, "status": 0}}
 
 
-def join(records: Iterable[Record], parts: Iterable[PartAnswers]) -> Iterator[tuple[Record, dict[str, Any]]]:
+def join(records: Iterable[InputRecord], parts: Iterable[PartAnswers]) -> Iterator[tuple[InputRecord, dict[str, Any]]]:
     """Each record with its answer line, by position; an id that differs or a missing line is that record's error."""
     stream = iter(records)
     for part in parts:
@@ -156,7 +158,7 @@ def join(records: Iterable[Record], parts: Iterable[PartAnswers]) -> Iterator[tu
         raise RecordError("the input file has more records than the run's parts: was it changed during the run?")
 
 
-def _checked(record: Record, raw: bytes) -> dict[str, Any]:
+def _checked(record: InputRecord, raw: bytes) -> dict[str, Any]:
     try:
         answer = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):

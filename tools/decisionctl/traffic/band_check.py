@@ -16,7 +16,7 @@ from typing import Any
 
 from decision_adapter.policy import Band, Policy, verdict
 
-from decisionctl.outcomes import Joined, probabilities
+from decisionctl.traffic.joins import Joined, probabilities
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decisionctl import render
-from decisionctl.capture import CapturedAnswer, distribution, pick
-from decisionctl.compare import IDENTITY_FIELDS
-from decisionctl.outcomes import NO_ACTION, mix_of
+from decisionctl.evaluation.comparison import IDENTITY_FIELDS
+from decisionctl.traffic.capture import CapturedAnswer, distribution, pick
+from decisionctl.traffic.joins import NO_ACTION, mix_of
 
 REPORT = "shadow.json"
 
@@ -156,45 +155,6 @@ def compare(production: Side, shadow: Side, *, top: int = 20) -> dict[str, Any]:
         "top": disagreements[:top],
         "disagreements": disagreements,
     }
-
-
-def render_report(report: dict[str, Any]) -> str:
-    p, s = report["production"]["variant"], report["shadow"]["variant"]
-    rows = []
-    for qid, q in report["questions"].items():
-        shares = q["action_share"]
-        automated = (
-            f"{render.pct(shares['production'].get('automate'))} -> {render.pct(shares['shadow'].get('automate'))}"
-        )
-        mix = q["option_mix"]
-        moved = max(
-            (abs(mix["shadow"].get(o, 0.0) - mix["production"].get(o, 0.0)), o)
-            for o in set(mix["production"]) | set(mix["shadow"])
-        )
-        rows.append(
-            [
-                qid,
-                q["type"],
-                q["pairs"],
-                render.pct(q["agreement"]),
-                render.num(q["mean_total_variation"]),
-                f"{moved[1]} {render.pct(moved[0])}",
-                automated,
-            ]
-        )
-    parts = [
-        f"{report['paired']} invocations answered by both {p} (production) and {s} (shadow); unpaired: "
-        f"{report['unpaired']['production']} production, {report['unpaired']['shadow']} shadow",
-        render.table(["question", "type", "pairs", "agree", "mean TV", "most moved option", "automated"], rows),
-        f"{report['disagreed']} of {report['compared_answers']} answers disagree "
-        f"({render.pct(report['disagreement_rate'])})",
-    ]
-    for d in report["top"]:
-        tv = render.num(d["total_variation"])
-        parts.append(f"  {d['key']} {d['question_id']}: {d['production']} -> {d['shadow']} (TV {tv})")
-    changed = [f for f, v in report["identity"]["production"].items() if v != report["identity"]["shadow"].get(f)]
-    parts.append("identity differs in: " + (", ".join(changed) if changed else "nothing (same run identity)"))
-    return "\n".join(parts)
 
 
 def write_report(report: dict[str, Any], out: Path) -> Path:

@@ -3,7 +3,7 @@ JSON Lines route, resumably, into OUT/answers.jsonl, OUT/summary.json and, for a
 
 The file is read as a stream (bounded memory: one part at a time) and cut into parts of JSON Lines; each
 part is uploaded (boto3's managed transfer, multipart for large parts) or posted, answered, and joined back
-to its records by position. OUT/run.json (batch_state.py) makes an interrupted run go on where it stopped:
+to its records by position. OUT/run.json (run_state.py) makes an interrupted run go on where it stopped:
 a part already uploaded is not uploaded again, and a job or invocation already started is not started again.
 The JSON Lines contract of the adapter's /invocations route is docs/bulk.md's.
 """
@@ -22,13 +22,13 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
-from decisionctl import bulk_aws
-from decisionctl.batch_state import PARTIAL, BatchRunError, RunState, estimate, finish, open_state
-from decisionctl.bulk_records import PartAnswers, Record, chunks, error_line, read_records, scan, serialized
-from decisionctl.prices import BUILTIN, PriceTable, load_prices
+from decisionctl.bulk import aws_calls
+from decisionctl.bulk.records import InputRecord, PartAnswers, chunks, error_line, read_records, scan, serialized
+from decisionctl.bulk.run_state import PARTIAL, BatchRunError, RunState, estimate, finish, open_state
+from decisionctl.load.prices import BUILTIN, PriceTable, load_prices
 from decisionctl.transport import TRANSPORT_ERROR, Reply, RetryPolicy, parse_retry_after
 
-JSON_LINES = bulk_aws.JSON_LINES
+JSON_LINES = aws_calls.JSON_LINES
 BATCH_FAILED = "batch_failed"  # a whole mini-batch got no answer from the adapter (after retries)
 
 
@@ -87,17 +87,17 @@ class AwsClients:
 
 
 def _upload_parts(
-    clients: AwsClients, state: RunState, cases: Path, out: Path, *, folder: bulk_aws.S3Uri, size: PartSize, o: Options
-) -> Iterator[tuple[int, list[Record]]]:
+    clients: AwsClients, state: RunState, cases: Path, out: Path, *, folder: aws_calls.S3Uri, size: PartSize, o: Options
+) -> Iterator[tuple[int, list[InputRecord]]]:
     """Upload every part not uploaded yet (recorded in run.json at once); yields each part as it is done."""
     bar = o.progress(total=cases.stat().st_size, desc="upload", unit="B", unit_scale=True, disable=None)
     try:
         for index, part in enumerate(chunks(read_records(cases), max_records=size.records, max_bytes=size.bytes)):
-            name = bulk_aws.PART_NAME.format(index=index)
+            name = aws_calls.PART_NAME.format(index=index)
             if index < len(state.parts):
                 yield index, part
                 continue
-            bulk_aws.upload(
+            aws_calls.upload(
                 clients.s3, folder.child(name), serialized(part), config=o.transfer_config, on_bytes=bar.update
             )
             state.parts.append({"name": name, "count": len(part), "uri": str(folder.child(name))})
@@ -130,22 +130,22 @@ def _wait(o: Options, state: RunState, desc: str, poll: Callable[[], tuple[bool,
 def run_transform(cases: Path, out: Path, *, environment: str, clients: AwsClients, options: Options) -> dict[str, Any]:
     o = options
     state = open_state(out, mode="transform", target=environment, summary=scan(cases), restart=o.restart)
-    outputs = bulk_aws.batch_outputs(clients.cloudformation, environment)
+    outputs = aws_calls.batch_outputs(clients.cloudformation, environment)
     if not state.parts_complete:
-        folder = bulk_aws.transform_input(outputs, state.run)
+        folder = aws_calls.transform_input(outputs, state.run)
         for _ in _upload_parts(clients, state, cases, out, folder=folder, size=o.parts or TRANSFORM_PARTS, o=o):
             pass
     if state.execution_arn is None:
-        state.execution_arn = bulk_aws.start_transform(
+        state.execution_arn = aws_calls.start_transform(
             clients.stepfunctions, outputs["BatchStateMachineArn"], state.run
         )
         state.started_s = o.clock()
         state.save(out)
     arn = state.execution_arn
-    found: list[bulk_aws.Execution] = []
+    found: list[aws_calls.Execution] = []
 
     def poll() -> tuple[bool, str]:
-        found[:] = [bulk_aws.describe_execution(clients.stepfunctions, arn)]
+        found[:] = [aws_calls.describe_execution(clients.stepfunctions, arn)]
         return not found[0].running, found[0].status
 
     _wait(o, state, "transform", poll)
@@ -154,8 +154,8 @@ def run_transform(cases: Path, out: Path, *, environment: str, clients: AwsClien
 
     def answers() -> Iterator[PartAnswers]:
         for part in state.parts:
-            where = bulk_aws.transform_answers(outputs, state.run, state.run, part["name"])
-            lines = bulk_aws.read_lines(clients.s3, where)
+            where = aws_calls.transform_answers(outputs, state.run, state.run, part["name"])
+            lines = aws_calls.read_lines(clients.s3, where)
             yield PartAnswers(part["count"], lines, "" if lines is not None else f"no {where} ({reason})")
 
     seconds = execution.seconds()
@@ -183,7 +183,7 @@ def run_async(
 ) -> dict[str, Any]:
     o = options
     state = open_state(out, mode="async", target=endpoint, summary=scan(cases), restart=o.restart)
-    target = bulk_aws.async_target(clients.sagemaker, endpoint, input_uri)
+    target = aws_calls.async_target(clients.sagemaker, endpoint, input_uri)
     folder = target.input.child(f"{state.run}/")
     if state.started_s is None:
         state.started_s = o.clock()
@@ -196,9 +196,9 @@ def run_async(
     def poll() -> tuple[bool, str]:
         for part in state.parts:
             if "done" not in part:
-                if bulk_aws.exists(clients.s3, bulk_aws.S3Uri.parse(part["output"])):
+                if aws_calls.exists(clients.s3, aws_calls.S3Uri.parse(part["output"])):
                     part["done"] = "answered"
-                elif part["failure"] and bulk_aws.exists(clients.s3, bulk_aws.S3Uri.parse(part["failure"])):
+                elif part["failure"] and aws_calls.exists(clients.s3, aws_calls.S3Uri.parse(part["failure"])):
                     part["done"] = "failed"
         state.save(out)
         done = sum("done" in p for p in state.parts)
@@ -212,13 +212,15 @@ def run_async(
     def answers() -> Iterator[PartAnswers]:
         for part in state.parts:
             if part["done"] == "answered":
-                yield PartAnswers(part["count"], bulk_aws.read_lines(clients.s3, bulk_aws.S3Uri.parse(part["output"])))
+                yield PartAnswers(
+                    part["count"], aws_calls.read_lines(clients.s3, aws_calls.S3Uri.parse(part["output"]))
+                )
             else:
-                failure = bulk_aws.read_text(clients.s3, bulk_aws.S3Uri.parse(part["failure"]), limit=300)
+                failure = aws_calls.read_text(clients.s3, aws_calls.S3Uri.parse(part["failure"]), limit=300)
                 yield PartAnswers(part["count"], None, f"the asynchronous request failed: {failure}")
 
     seconds = state.finished_s - state.started_s
-    instances = max(1, bulk_aws.instance_count(clients.sagemaker, endpoint))
+    instances = max(1, aws_calls.instance_count(clients.sagemaker, endpoint))
     cost = estimate(
         o.prices,
         target.instance_type,
@@ -234,8 +236,8 @@ def _invoke(clients: AwsClients, state: RunState, out: Path, endpoint: str, inde
     if "output" in part:
         return
     inference_id = f"{state.run}-{index:05d}"
-    part["output"], part["failure"] = bulk_aws.invoke_async(
-        clients.runtime, endpoint, bulk_aws.S3Uri.parse(part["uri"]), inference_id, timeout_s
+    part["output"], part["failure"] = aws_calls.invoke_async(
+        clients.runtime, endpoint, aws_calls.S3Uri.parse(part["uri"]), inference_id, timeout_s
     )
     state.save(out)
 
@@ -273,7 +275,7 @@ class JsonLinesClient:
         self._client.close()
 
 
-def _post(client: JsonLinesClient, part: list[Record], policy: RetryPolicy) -> list[bytes]:
+def _post(client: JsonLinesClient, part: list[InputRecord], policy: RetryPolicy) -> list[bytes]:
     """The answer lines of one mini-batch; error lines for every record if the adapter gave none."""
     attempt = 0
     while True:

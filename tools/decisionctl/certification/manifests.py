@@ -1,0 +1,85 @@
+"""What decisionctl writes into a manifest.json (fitted temperatures, a slot prior, a certified policy) and the
+policy it reads back from one; each refusal leaves the manifest unchanged and says why."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from decision_adapter.manifest import Calibration, Manifest, SlotPrior, read_manifest, write_manifest
+from decision_adapter.policy import POLICY_SCHEMA, Policy
+
+from decisionctl.certification import policies
+
+
+class ManifestRefused(ValueError):
+    """The manifest was not changed; the message says why."""
+
+
+def write_temperatures(path: Path, calibration: Calibration, *, served_sha256: str | None, improved: bool) -> str:
+    """Fitted temperatures into the manifest at `path` if they lowered the held-out ECE; what happened, as text."""
+    manifest = read_manifest(path)
+    if served_sha256 and served_sha256 != manifest.sha256:
+        raise ManifestRefused(
+            f"{path} is for model sha256 {manifest.sha256}, but the endpoint served {served_sha256}: "
+            "the manifest was not changed"
+        )
+    if not improved:
+        return f"{path} was not changed, because the fitted temperatures did not lower the held-out ECE"
+    if manifest.calibration is not None and manifest.calibration.slot_prior is not None:
+        # the temperatures were fitted on answers the prior had already been divided out of: keep it with them
+        calibration = calibration.model_copy(update={"slot_prior": manifest.calibration.slot_prior})
+    write_manifest(manifest.model_copy(update={"calibration": calibration}), path)
+    return (
+        f"wrote the temperatures into {path}; restart the adapter (or re-run package-model and "
+        "redeploy) and run evaluate again into a new --out directory to confirm"
+    )
+
+
+def write_slot_prior(path: Path, manifest: Manifest, prior: SlotPrior) -> None:
+    """The fitted slot prior into `manifest` (read from `path`), refused if the endpoint served another model."""
+    if prior.model_sha256 != manifest.sha256:
+        raise ManifestRefused(
+            f"the endpoint serves the model with sha256 {prior.model_sha256}, but {path} is for "
+            f"{manifest.sha256}: nothing written"
+        )
+    calibration = (manifest.calibration or Calibration()).model_copy(update={"slot_prior": prior})
+    write_manifest(manifest.model_copy(update={"calibration": calibration}), path)
+
+
+def certified_policy(
+    path: Path, failed: int, results: Mapping[str, Any], keys: Mapping[str, str], *, created: date
+) -> tuple[Manifest, Policy]:
+    """The manifest at `path` and the policy evaluate's `results` certify for it (`failed`: cases not scored)."""
+    if failed or not results["complete"]:
+        raise ManifestRefused(f"{path} was not changed: {failed} cases failed, a policy needs every case scored")
+    manifest = read_manifest(path)
+    try:
+        return manifest, policies.from_results(results, manifest, created=created, keys=keys)
+    except policies.PolicyRefused as exc:
+        raise ManifestRefused(f"{path} was not changed: {exc}") from exc
+
+
+def write_policy(path: Path, manifest: Manifest, policy: Policy) -> str:
+    """`policy` into `manifest` at `path` unless it holds it already; what happened, as text."""
+    if manifest.policy == policy:
+        return f"{path} already holds policy {policy.version}"
+    write_manifest(manifest.model_copy(update={"policy": policy}), path)
+    return (
+        f"wrote policy {policy.version} into {path}; restart the adapter (or re-run package-model and "
+        "redeploy): its answers then carry x_action and x_run.policy names this version"
+    )
+
+
+def read_policy(path: Path) -> Policy:
+    """A policy block alone, or the policy of a manifest.json."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict) and data.get("schema") == POLICY_SCHEMA:
+        return Policy.model_validate(data)
+    policy = read_manifest(path).policy
+    if policy is None:
+        raise ValueError(f"{path} holds no policy block; write one with `decisionctl evaluate --write-policy`")
+    return policy

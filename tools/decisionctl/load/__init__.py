@@ -1,0 +1,1 @@
+"""Load tests: closed-loop load per concurrency level, generated workloads, prices, the autoscaling target."""
