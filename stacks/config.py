@@ -152,6 +152,16 @@ class Alarms(FrozenConfig):
     automation_rate_min_answers: int = Field(
         default=20, ge=1, description="Answers with an action a period needs before its automation rate is judged."
     )
+    input_flagged_percent: float = Field(
+        default=5.0,
+        gt=0,
+        le=100,
+        description="Percent of a period's answers that raised an input flag (control strings in caller text, text "
+        "addressed to the classifier) above which the period breaches: someone may be trying to steer decisions.",
+    )
+    input_flagged_min_answers: int = Field(
+        default=20, ge=1, description="Answers a period needs before its flagged share is judged."
+    )
 
     @field_validator("datapoints_to_alarm")
     @classmethod

@@ -16,6 +16,7 @@ in doubt, text is data.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise
@@ -107,6 +108,7 @@ class ControlVocabulary:
         firsts = "".join(sorted({s[0] for s in self.strings}))
         self._first = re.compile(f"[{re.escape(firsts)}]") if firsts else None
         self._raw = raw_tokenize
+        self._short: dict[str, tuple[int, ...]] = {}
 
     def occurrences(self, text: str, lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, int]]:
         """Every occurrence (overlapping ones too) of a protected string starting in [lo, hi): at each start, the
@@ -142,8 +144,23 @@ class ControlVocabulary:
             return tuple(self._raw(text, add_bos, True))
         tokens: list[int] = []
         for i, (a, b, special) in enumerate(self.pieces(text, spans, hazards)):
-            tokens += self._raw(text[a:b], add_bos and i == 0, special)
+            bos = add_bos and i == 0
+            if special and not _inside(spans, a, b):
+                tokens += self._raw(text[a:b], bos, True)
+            else:  # caller text with no protected string inside reads the same with parsing off, and faster
+                tokens += self._text_tokens(text[a:b]) if not bos else self._raw(text[a:b], bos, False)
         return tuple(tokens)
+
+    def _text_tokens(self, piece: str) -> Sequence[int]:
+        """A caller piece with parsing off; the short ones (the pieces of cut markers: `<`, `|im_end|>`) repeat."""
+        if len(piece) > 32:
+            return self._raw(piece, False, False)
+        hit = self._short.get(piece)
+        if hit is None:
+            if len(self._short) >= 4096:
+                self._short.clear()
+            hit = self._short[piece] = tuple(self._raw(piece, False, False))
+        return hit
 
     def pieces(
         self, text: str, spans: list[tuple[int, int]], hazards: list[tuple[int, int]]
@@ -168,6 +185,12 @@ class ControlVocabulary:
             ]
         bounds = sorted(cuts)
         return [(a, b, not any(s <= a and b <= e for s, e in literal)) for a, b in pairwise(bounds)]
+
+
+def _inside(spans: list[tuple[int, int]], a: int, b: int) -> bool:
+    """Whether [a, b) lies within one caller span."""
+    i = bisect.bisect_right(spans, a, key=lambda span: span[0]) - 1
+    return i >= 0 and spans[i][0] <= a and b <= spans[i][1]
 
 
 def _clip(spans: list[tuple[int, int]], a: int, b: int) -> list[tuple[int, int]]:

@@ -70,8 +70,8 @@ def test_without_a_band_there_is_no_automation_rate_alarm() -> None:
 
 def test_the_automation_rate_alarms_when_it_leaves_the_band(banded: dict[str, Any]) -> None:
     alarms = {a["AlarmName"]: a for a in of_type(banded, "AWS::CloudWatch::Alarm")}
-    # 6 per decision endpoint (the GPU pool's latency alarm is one per pool type: 3 more), and the two band alarms
-    assert len(alarms) == 12 + 3 + 2 * len(DECISION_ENDPOINTS)
+    # 7 per decision endpoint (the GPU pool's latency alarm is one per pool type: 3 more), and the two band alarms
+    assert len(alarms) == 14 + 3 + 2 * len(DECISION_ENDPOINTS)
     for endpoint in DECISION_ENDPOINTS:
         low, high = alarms[f"{endpoint}-automation-rate-low"], alarms[f"{endpoint}-automation-rate-high"]
         assert (low["ComparisonOperator"], low["Threshold"]) == ("LessThanThreshold", BAND[0])

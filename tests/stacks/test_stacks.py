@@ -106,9 +106,10 @@ def test_two_stacks_per_environment_named_for_the_front_door(synth: Synthesized)
                 "AWS::SageMaker::Endpoint": 1,
                 "AWS::ApplicationAutoScaling::ScalableTarget": 1,
                 "AWS::ApplicationAutoScaling::ScalingPolicy": 1,
-                "AWS::CloudWatch::Alarm": 6,
-                # overload rejections, runtime failures, and answers per action (test_action_metrics.py)
-                "AWS::Logs::MetricFilter": 5,
+                "AWS::CloudWatch::Alarm": 7,
+                # overload rejections, runtime failures, answers per action (test_action_metrics.py), answers and
+                # input-flagged answers (test_input_flags.py)
+                "AWS::Logs::MetricFilter": 7,
                 "AWS::CloudWatch::Dashboard": 1,
                 "AWS::CodeBuild::Project": 1,
                 "Custom::DecisionImage": 1,
@@ -122,8 +123,8 @@ def test_two_stacks_per_environment_named_for_the_front_door(synth: Synthesized)
                 "AWS::SageMaker::Endpoint": 2,
                 "AWS::ApplicationAutoScaling::ScalableTarget": 2,
                 "AWS::ApplicationAutoScaling::ScalingPolicy": 2,
-                "AWS::CloudWatch::Alarm": 15,  # the GPU pool: a latency alarm per type (4) instead of one
-                "AWS::Logs::MetricFilter": 10,
+                "AWS::CloudWatch::Alarm": 17,  # the GPU pool: a latency alarm per type (4) instead of one
+                "AWS::Logs::MetricFilter": 14,
                 "AWS::CloudWatch::Dashboard": 1,
                 "AWS::CodeBuild::Project": 1,
                 "Custom::DecisionImage": 2,
@@ -137,8 +138,8 @@ def test_two_stacks_per_environment_named_for_the_front_door(synth: Synthesized)
                 "AWS::SageMaker::Endpoint": 2,
                 "AWS::ApplicationAutoScaling::ScalableTarget": 2,
                 "AWS::ApplicationAutoScaling::ScalingPolicy": 2,
-                "AWS::CloudWatch::Alarm": 10,  # the chat endpoint has no adapter: no overload or runtime-failure alarm
-                "AWS::Logs::MetricFilter": 5,
+                "AWS::CloudWatch::Alarm": 11,  # the chat endpoint has no adapter: no overload, runtime or flag alarm
+                "AWS::Logs::MetricFilter": 7,
                 "AWS::CloudWatch::Dashboard": 1,
                 "AWS::CodeBuild::Project": 1,
                 "Custom::DecisionImage": 1,  # the chat endpoint runs the stock DLC image: no build
