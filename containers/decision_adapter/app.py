@@ -1,4 +1,5 @@
-"""The HTTP surface: the decision API, SageMaker's /ping, /invocations and /execution-parameters, and /metrics.
+"""The HTTP surface: the decision API (System One's, and OpenAI's Decisions API on /v1/decisions), SageMaker's
+/ping, /invocations and /execution-parameters, and /metrics.
 
 `create_app(settings, runtime_settings, service=None)` builds an app; the model service is created
 in the lifespan hook (or passed in), held on `app.state`, never in module globals. The routes are two
@@ -20,15 +21,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from . import RELEASE_DATE, __version__, bulk, events, handlers
+from . import RELEASE_DATE, __version__, bulk, events, handlers, openai_decisions
 from .body_limit import BodyLimit
 from .contract import DEFAULT_MODEL_ALIAS
 from .errors import (
     ERROR_TABLE,
     AuthenticationError,
+    Envelope,
     InvalidRequest,
     NotReady,
     UnsupportedShape,
+    envelope_of_path,
     error_response,
     invalid_json,
     validation_detail,
@@ -37,6 +40,7 @@ from .events import requests_log
 from .gguf_metadata import DecisionMetadataError
 from .manifest import ChecksumMismatch
 from .model_files import ModelNotFound
+from .openai_schemas import DecisionCreate
 from .policy import PolicyError
 from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .service import ModelService
@@ -99,6 +103,11 @@ async def systemone(body: DecisionRequest, service: Service) -> Response:
     return await handlers.decide(service, body, "/v1/systemone")
 
 
+@keyed.post(openai_decisions.ROUTE)
+async def decisions(body: DecisionCreate, service: Service) -> Response:
+    return await openai_decisions.decide(service, body, openai_decisions.ROUTE)
+
+
 @keyed.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, service: Service) -> Response:
     return await handlers.chat(service, body)
@@ -117,6 +126,9 @@ async def invocations(request: Request, service: Service) -> Response:
     try:
         if shape == "decision":
             return await handlers.decide(service, DecisionRequest.model_validate(payload), "/invocations")
+        if shape == "openai_decision":
+            request.state.envelope = "openai"  # its errors in the envelope its client reads
+            return await openai_decisions.decide(service, DecisionCreate.model_validate(payload), "/invocations")
         return await handlers.chat(service, ChatCompletionRequest.model_validate(payload))
     except ValidationError as e:
         raise InvalidRequest(validation_detail(e.errors(), prefix=("body",))) from None
@@ -128,25 +140,33 @@ async def metrics(service: Service) -> Response:
 
 
 def _shape(payload: Any) -> str:
+    if isinstance(payload, dict) and isinstance(payload.get("questions"), list):
+        return "openai_decision"  # OpenAI's questions are an array, System One's an object keyed by id
     if isinstance(payload, dict) and "questions" in payload:
         return "decision"
     if isinstance(payload, dict) and "messages" in payload:
         return "chat"
     raise UnsupportedShape(
-        "POST /invocations accepts a decision request (an object with 'state' and 'questions') "
-        "or an OpenAI chat-completions request (an object with 'messages')"
+        "POST /invocations accepts a decision request (an object with 'state' and 'questions'), an OpenAI "
+        "Decisions request ('input' and an array of 'questions') or an OpenAI chat-completions request ('messages')"
     )
 
 
+def envelope_of(request: Request) -> Envelope:
+    """OpenAI's on its route and for its shape on /invocations (the handler notes it), else System One's."""
+    noted: Envelope | None = getattr(request.state, "envelope", None)
+    return noted or envelope_of_path(request.url.path)
+
+
 async def _domain_error(request: Request, err: Exception) -> Response:
-    return error_response(err)
+    return error_response(err, envelope_of(request))
 
 
 async def _invalid_request(request: Request, err: Exception) -> Response:
     """FastAPI's own validation failures as the table's 422 (decision-api.md), without FastAPI's echo of the
     offending input: it can be customer text, or a non-finite number a JSON body cannot carry back."""
     assert isinstance(err, RequestValidationError)
-    return error_response(InvalidRequest(validation_detail(err.errors())))
+    return error_response(InvalidRequest(validation_detail(err.errors())), envelope_of(request))
 
 
 def startup_failure(err: Exception) -> dict[str, Any] | None:

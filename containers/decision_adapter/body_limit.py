@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import PayloadTooLarge, error_response
+from .errors import PayloadTooLarge, envelope_of_path, error_response
 
 DRAIN_FACTOR = 2  # bodies up to this many times the limit are read to their end before the 413 goes out
 
@@ -59,4 +59,4 @@ class BodyLimit:
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
         err = PayloadTooLarge(f"request body exceeds {self.limit} bytes (SageMaker's payload limit is 6 MB)")
-        await error_response(err)(scope, receive, send)
+        await error_response(err, envelope_of_path(scope.get("path", "")))(scope, receive, send)

@@ -4,6 +4,9 @@ Bodies follow the contract: `{"detail": {"error_type", "message"}}` with a JSON 
 Validation failures, malformed JSON among them, are `InvalidRequest`: the contract's 422 with `detail[]`
 (built by `validation_detail`), as `jevcompat mock` answers them. A JSON Lines error line (bulk.py) is
 `record_error`: the same `error_type` and `message`, the status, and an `InvalidRequest`'s `detail[]`.
+On OpenAI's route (`/v1/decisions`, and its shape on /invocations) the same errors go out in OpenAI's envelope,
+`{"error": {"message", "type", "param", "code"}}` with `code` the `error_type`, and a 422 as the 400 OpenAI answers
+(the SDK's BadRequestError); every other status, Retry-After included, is the table's.
 Start-up failures have no response and no row: the lifespan hook that catches them (app.startup_failure) gives
 the line each writes before the process stops. This module imports nothing of the adapter's: every module may raise.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fastapi.responses import JSONResponse
 
@@ -93,6 +96,18 @@ ERROR_TABLE: dict[type[Exception], ErrorKind] = {
 }
 
 
+# Which body an error goes out in: System One's `{"detail": ...}` or OpenAI's `{"error": ...}`.
+Envelope = Literal["systemone", "openai"]
+OPENAI_ROUTES = ("/v1/decisions",)
+# OpenAI's error `type` per status; a status not listed is an invalid_request_error under 500, else a server_error
+OPENAI_ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
+OPENAI_STATUS = {422: 400}  # OpenAI answers an invalid body with 400
+
+
+def envelope_of_path(path: str) -> Envelope:
+    return "openai" if path.rstrip("/") in OPENAI_ROUTES else "systemone"
+
+
 def error_kind(err: Exception) -> ErrorKind:
     """The table's row for the error's class or its nearest listed base; a 500 for anything else."""
     for cls in type(err).__mro__:
@@ -106,7 +121,7 @@ def status_of(err: Exception) -> int:
     return error_kind(err).status
 
 
-def error_response(err: Exception) -> JSONResponse:
+def error_response(err: Exception, envelope: Envelope = "systemone") -> JSONResponse:
     kind = error_kind(err)
     headers = {}
     retry_after = err.retry_after if isinstance(err, AdapterError) and err.retry_after is not None else kind.retry_after
@@ -114,8 +129,27 @@ def error_response(err: Exception) -> JSONResponse:
         headers["Retry-After"] = str(retry_after)
     if isinstance(err, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
+    if envelope == "openai":
+        status = OPENAI_STATUS.get(kind.status, kind.status)
+        return JSONResponse({"error": openai_error(err, status)}, status_code=status, headers=headers)
     detail: Any = err.detail if isinstance(err, InvalidRequest) else error_detail(err)
     return JSONResponse({"detail": detail}, status_code=kind.status, headers=headers)
+
+
+def openai_error(err: Exception, status: int) -> dict[str, Any]:
+    """OpenAI's `error` object; `param` is where the first problem of an invalid body is (its path under the body)."""
+    kind = error_kind(err)
+    param = None
+    if isinstance(err, InvalidRequest) and err.detail:
+        loc = [str(p) for p in err.detail[0].get("loc", ())]
+        param = ".".join(loc[1:] if loc[:1] == ["body"] else loc) or None
+    default_type = "server_error" if status >= 500 else "invalid_request_error"
+    return {
+        "message": str(err) if isinstance(err, InvalidRequest) else kind.message.format(err),
+        "type": OPENAI_ERROR_TYPES.get(status, default_type),
+        "param": param,
+        "code": kind.error_type,
+    }
 
 
 def error_detail(err: Exception) -> dict[str, str]:

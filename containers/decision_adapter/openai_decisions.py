@@ -1,0 +1,281 @@
+"""OpenAI's Decisions API on the one engine: its request as a System One DecisionRequest, the System One response
+(answers, policy actions, run identity, decision log line) as OpenAI's `Decision`.
+
+A string `input` is the state as it is; a list of items (messages, function calls and their outputs, custom tool
+calls and theirs) is the state as a JSON array of one object per item, in order, so that no item's text can pass
+for another item (the engine marks every string in it as caller data). A question's id is its `name` where every
+named question has its own, else its place (`#0`, `#1`, ...). A choice's option key is its value's text; where a
+string and a boolean share one, the boolean's key says it is one (`true (boolean)`). A level with a description is
+the text `label: description`. An answer is a `refusal` where a served policy abstains because the model declined
+the offered options (REFUSAL_REASONS): it put more on "none of these" than the policy allows, or too little of its
+probability on the option labels. Any other action, abstentions on a confidence band included, is an answer.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi.responses import JSONResponse, Response
+
+from . import handlers
+from .engine import DecisionOutcome
+from .errors import InvalidRequest
+from .openai_schemas import (
+    ROLE_PARTS,
+    ChoiceAnswer,
+    ChoiceProbability,
+    ChoiceQuestion,
+    CustomToolCall,
+    CustomToolCallOutput,
+    Decision,
+    DecisionCreate,
+    FunctionCall,
+    FunctionCallOutput,
+    InputImage,
+    InputItem,
+    InputJson,
+    InputText,
+    InputTokensDetails,
+    Instructions,
+    Message,
+    OutputText,
+    PredicateAnswer,
+    PredicateQuestion,
+    RefusalAnswer,
+    RefusalText,
+    ScoreAnswer,
+    ScoreProbability,
+    ScoreQuestion,
+    Usage,
+)
+from .schemas import AnswerExtensions, DecisionRequest, DecisionResponse, NoulAnswer, NoulQuestion, Text
+from .schemas import ChoiceAnswer as SystemOneChoice
+from .schemas import ChoiceQuestion as SystemOneChoiceQuestion
+from .schemas import ScoreAnswer as SystemOneScore
+from .schemas import ScoreQuestion as SystemOneScoreQuestion
+from .service import ModelService
+
+ROUTE = "/v1/decisions"
+REFUSAL_REASONS = ("out_of_scope", "low_label_mass")
+Value = str | bool
+
+
+@dataclass(frozen=True)
+class Translated:
+    """A request in System One's shape, and what turns its answers back into OpenAI's: each question's name,
+    and per choice question its option keys' typed values, per score question its level labels."""
+
+    request: DecisionRequest
+    names: dict[str, str | None]  # question id -> the question's name, in question order
+    values: dict[str, dict[str, Value]] = field(default_factory=dict)
+    labels: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _invalid(loc: list[str | int], msg: str) -> InvalidRequest:
+    return InvalidRequest([{"loc": ["body", *loc], "msg": msg, "type": "value_error"}])
+
+
+def _image(loc: list[str | int]) -> InvalidRequest:
+    return _invalid([*loc, "type"], "input_image is not served: this adapter's models read text only")
+
+
+def _content(parts: str | list[Any], loc: list[str | int]) -> Text:
+    """Text parts as their text (one text part: the string itself), JSON parts as {"json": data}, refusals as
+    {"refusal": text}; an image is refused."""
+    if isinstance(parts, str):
+        return parts
+    out: list[Any] = []
+    for j, part in enumerate(parts):
+        if isinstance(part, InputText | OutputText):
+            out.append(part.text)
+        elif isinstance(part, InputJson):
+            out.append({"json": part.data})
+        elif isinstance(part, RefusalText):
+            out.append({"refusal": part.refusal})
+        elif isinstance(part, InputImage):
+            raise _image([*loc, j])
+    return out[0] if len(out) == 1 and isinstance(out[0], str) else out
+
+
+def _item(item: InputItem, loc: list[str | int]) -> dict[str, Any]:
+    if isinstance(item, Message):
+        if not isinstance(item.content, str):
+            for j, part in enumerate(item.content):
+                if part.type not in ROLE_PARTS[item.role]:
+                    raise _invalid([*loc, "content", j, "type"], f"a {item.role} message cannot carry {part.type}")
+        rendered: dict[str, Any] = {"role": item.role, "content": _content(item.content, [*loc, "content"])}
+        if item.phase is not None:
+            rendered["phase"] = item.phase
+        return rendered
+    if isinstance(item, FunctionCall | CustomToolCall):
+        call: dict[str, Any] = {"type": item.type, "call_id": item.call_id, "name": item.name}
+        if item.namespace is not None:
+            call["namespace"] = item.namespace
+        if isinstance(item, FunctionCall):
+            return call | {"arguments": item.arguments}
+        return call | {"input": item.input}
+    return {"type": item.type, "call_id": item.call_id, "output": _content(item.output, [*loc, "output"])}
+
+
+CALL_OF_OUTPUT = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
+
+
+def state_of(value: str | list[InputItem]) -> Text:
+    """The state: a string as it is; items as one JSON object each, every tool output after its call."""
+    if isinstance(value, str):
+        return value
+    calls: set[tuple[str, str]] = set()
+    state = []
+    for i, item in enumerate(value):
+        if isinstance(item, FunctionCall | CustomToolCall):
+            calls.add((item.type, item.call_id))
+        elif isinstance(item, FunctionCallOutput | CustomToolCallOutput) and (
+            (CALL_OF_OUTPUT[item.type], item.call_id) not in calls
+        ):
+            msg = f"no earlier {CALL_OF_OUTPUT[item.type]} has call_id {item.call_id!r}"
+            raise _invalid(["input", i, "call_id"], msg)
+        state.append(_item(item, ["input", i]))
+    return state
+
+
+def _instructions(value: Instructions, loc: list[str | int]) -> Text:
+    return _content(value, loc)
+
+
+def _question_ids(body: DecisionCreate) -> list[str]:
+    names = [q.name for q in body.questions]
+    named = [n for n in names if n]
+    if len(set(named)) == len(named):
+        ids = [n or f"#{i}" for i, n in enumerate(names)]
+        if len(set(ids)) == len(ids):
+            return ids
+    return [f"#{i}" for i in range(len(names))]
+
+
+def _choice_keys(question: ChoiceQuestion, loc: list[str | int]) -> dict[str, Value]:
+    """Option key -> typed value, in declared order; a repeated value is refused."""
+    seen: set[tuple[type, Value]] = set()
+    texts = {c.value for c in question.choices if isinstance(c.value, str)}
+    keys: dict[str, Value] = {}
+    for j, choice in enumerate(question.choices):
+        if (type(choice.value), choice.value) in seen:
+            raise _invalid([*loc, "choices", j, "value"], "each choice must be unique")
+        seen.add((type(choice.value), choice.value))
+        key = choice.value
+        if isinstance(choice.value, bool):
+            key = "true" if choice.value else "false"
+            if key in texts:
+                key = f"{key} (boolean)"
+        keys[str(key)] = choice.value
+    return keys
+
+
+def to_decision_request(body: DecisionCreate) -> Translated:
+    """The System One request that asks the same: same state, same options, same order."""
+    questions: dict[str, Any] = {}
+    names: dict[str, str | None] = {}
+    values: dict[str, dict[str, Value]] = {}
+    labels: dict[str, list[str]] = {}
+    for i, (qid, q) in enumerate(zip(_question_ids(body), body.questions, strict=True)):
+        loc: list[str | int] = ["questions", i]
+        names[qid] = q.name
+        common = {
+            "instructions": _instructions(q.instructions, [*loc, "instructions"]),
+            "x_out_of_scope": q.x_out_of_scope,
+            "x_slot_probabilities": q.x_slot_probabilities,
+        }
+        if isinstance(q, PredicateQuestion):
+            questions[qid] = NoulQuestion(type="noul", **common)
+        elif isinstance(q, ChoiceQuestion):
+            values[qid] = _choice_keys(q, loc)
+            described = {c.value: c.description for c in q.choices}
+            criteria = {key: described[value] for key, value in values[qid].items()}
+            questions[qid] = SystemOneChoiceQuestion(type="choice", criteria=criteria, **common)
+        elif isinstance(q, ScoreQuestion):
+            labels[qid] = [level.label for level in q.levels]
+            levels = [f"{lv.label}: {lv.description}" if lv.description else lv.label for lv in q.levels]
+            questions[qid] = SystemOneScoreQuestion(type="score", criteria=levels, **common)
+    request = DecisionRequest(model=body.model, state=state_of(body.input), questions=questions)
+    return Translated(request, names, values, labels)
+
+
+def _extensions(answer: AnswerExtensions) -> dict[str, Any]:
+    return {name: getattr(answer, name) for name in AnswerExtensions.model_fields}
+
+
+def answer_of(translated: Translated, qid: str, answer: Any) -> Any:
+    """One System One answer as OpenAI's: its type's shape, or a refusal where the policy declined it."""
+    name, extensions = translated.names[qid], _extensions(answer)
+    if answer.x_action == "abstain" and answer.x_action_reason in REFUSAL_REASONS:
+        return RefusalAnswer(name=name, **extensions)
+    if isinstance(answer, NoulAnswer):
+        return PredicateAnswer(name=name, probability=answer.noul, **extensions)
+    if isinstance(answer, SystemOneChoice):
+        values = translated.values[qid]
+        return ChoiceAnswer(
+            name=name,
+            choice=values[answer.choice],
+            confidence=answer.confidence,
+            probabilities=[ChoiceProbability(value=values[k], probability=p) for k, p in answer.probabilities.items()],
+            **extensions,
+        )
+    assert isinstance(answer, SystemOneScore)
+    labels = translated.labels[qid]
+    return ScoreAnswer(
+        name=name,
+        score=answer.score,
+        confidence=answer.confidence,
+        probabilities=[
+            ScoreProbability(label=labels[int(k)], value=int(k), probability=p) for k, p in answer.probabilities.items()
+        ],
+        **extensions,
+    )
+
+
+def usage_of(response: DecisionResponse, outcome: DecisionOutcome) -> Usage:
+    """The state's tokens count as cached where the state was reused, as written where it was evaluated."""
+    state_tokens = outcome.input_tokens - sum(a.suffix_tokens for a in outcome.answers.values())
+    reused = outcome.state_source in ("resident", "cache")
+    return Usage(
+        input_tokens=response.usage.input_tokens,
+        input_tokens_details=InputTokensDetails(
+            cached_tokens=state_tokens if reused else 0, cache_write_tokens=0 if reused else state_tokens
+        ),
+        total_tokens=response.usage.input_tokens + response.usage.output_tokens,
+    )
+
+
+def decision_of(translated: Translated, response: DecisionResponse, outcome: DecisionOutcome) -> Decision:
+    return Decision(
+        model=response.model,
+        answers=[answer_of(translated, qid, answer) for qid, answer in response.answers.items()],
+        usage=usage_of(response, outcome),
+        x_run=response.x_run,
+        x_timing_ms=response.x_timing_ms,
+        x_evaluated_tokens=response.x_evaluated_tokens,
+    )
+
+
+def wire(decision: Decision) -> dict[str, Any]:
+    """The body: None fields left out, except each answer's `name` (null for an unnamed question)."""
+    body = decision.model_dump(exclude_none=True)
+    for answer, written in zip(decision.answers, body["answers"], strict=True):
+        written["name"] = answer.name
+    return body
+
+
+async def decide(s: ModelService, body: DecisionCreate, route: str) -> Response:
+    """The System One route's work (handlers.decide) on the translated request, answered in OpenAI's shape."""
+    translated = to_decision_request(body)
+    handlers.check_model(translated.request, s.served_names)
+    request_id = uuid.uuid4().hex
+    t0 = time.perf_counter()
+    outcome = await s.decide(translated.request, request_id=request_id, route=route)
+    latency_ms = (time.perf_counter() - t0) * 1e3
+    response = handlers.respond(
+        s, translated.request, outcome, request_id=request_id, route=route, latency_ms=latency_ms
+    )
+    return JSONResponse(wire(decision_of(translated, response, outcome)))
