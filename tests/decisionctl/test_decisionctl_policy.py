@@ -108,6 +108,22 @@ def test_the_policy_carries_the_certified_bands_bound_to_the_manifest() -> None:
     assert again.version == policy.version  # same thresholds, same cases: same version
 
 
+def test_the_policy_records_the_state_boundary_and_keeps_the_input_flags_it_reviews() -> None:
+    manifest = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
+    results = results_for(predictions(), {**served(manifest, source="identity"), "state_boundary": "tagged"})
+    plain = from_results(results, manifest, created=date(2026, 12, 1))
+    assert (plain.state_boundary, plain.review_input_flags) == ("tagged", None)
+    flagged = from_results(results, manifest, created=date(2026, 12, 1), review_input_flags=["control_strings"])
+    assert flagged.review_input_flags == ["control_strings"] and flagged.version != plain.version
+    manifest = manifest.model_copy(update={"policy": flagged})
+    assert from_results(results, manifest, created=date(2027, 1, 1)).review_input_flags == ["control_strings"]
+    cleared = from_results(results, manifest, created=date(2027, 1, 1), review_input_flags=[])
+    assert cleared.review_input_flags == []
+    legacy = results_for(predictions(), served(manifest, source="identity"))  # a run before the boundary existed
+    assert from_results(legacy, Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1),
+                        created=date(2026, 12, 1)).state_boundary is None  # fmt: skip
+
+
 def test_the_served_rule_takes_the_cases_the_certification_counted() -> None:
     manifest = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
     preds = predictions()

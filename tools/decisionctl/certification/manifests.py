@@ -4,7 +4,7 @@ policy it reads back from one; each refusal leaves the manifest unchanged and sa
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -51,14 +51,23 @@ def write_slot_prior(path: Path, manifest: Manifest, prior: SlotPrior) -> None:
 
 
 def certified_policy(
-    path: Path, failed: int, results: Mapping[str, Any], keys: Mapping[str, str], *, created: date
+    path: Path,
+    failed: int,
+    results: Mapping[str, Any],
+    keys: Mapping[str, str],
+    *,
+    created: date,
+    review_input_flags: Sequence[str] | None = None,
 ) -> tuple[Manifest, Policy]:
     """The manifest at `path` and the policy evaluate's `results` certify for it (`failed`: cases not scored)."""
     if failed or not results["complete"]:
         raise ManifestRefused(f"{path} was not changed: {failed} cases failed, a policy needs every case scored")
     manifest = read_manifest(path)
     try:
-        return manifest, policies.from_results(results, manifest, created=created, keys=keys)
+        policy = policies.from_results(
+            results, manifest, created=created, keys=keys, review_input_flags=review_input_flags
+        )
+        return manifest, policy
     except policies.PolicyRefused as exc:
         raise ManifestRefused(f"{path} was not changed: {exc}") from exc
 

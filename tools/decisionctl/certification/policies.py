@@ -120,11 +120,17 @@ def certified_mix(results: Mapping[str, Any], keys: Mapping[str, str] | None) ->
 
 
 def from_results(
-    results: Mapping[str, Any], manifest: Manifest, *, created: date, keys: Mapping[str, str] | None = None
+    results: Mapping[str, Any],
+    manifest: Manifest,
+    *,
+    created: date,
+    keys: Mapping[str, str] | None = None,
+    review_input_flags: Sequence[str] | None = None,
 ) -> Policy:
     """The policy block for `results` (evaluate's results.json), bound to `manifest`'s model and calibration:
     its certified bands, per question and per type (the fallback for questions the cases never asked), and
-    the mix they gave on the cases (`keys`: each case's x_options_sha256, for the option mix per question)."""
+    the mix they gave on the cases (`keys`: each case's x_options_sha256, for the option mix per question).
+    `review_input_flags`: the input flags whose answers go to review; None keeps the previous policy's."""
     check_run_served(results.get("identity"), manifest)
     certification = results["certification"]
     types = {t: band_of(entry, certification) for t, entry in certification["types"].items()}
@@ -154,6 +160,10 @@ def from_results(
         order_debias_mode=identity.get("order_debias_mode"),
         order_debias_tolerance=identity.get("order_debias_tolerance"),
         certified_mix=certified_mix(results, keys),
+        state_boundary=identity.get("state_boundary"),
+        review_input_flags=(
+            review_input_flags if review_input_flags is not None else previous.review_input_flags if previous else None
+        ),
     )
 
 

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from decision_adapter.input_flags import INPUT_FLAGS
+
 from decisionctl import tables
 from decisionctl.certification import bands, manifests, policies
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, shipped, transport
@@ -86,6 +88,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="write the certified bands (per question and per type) into this manifest.json as its policy block, "
         "bound to the model and calibration the cases were scored under (refused if the endpoint served others)",
     )
+    p.add_argument(
+        "--review-input-flags",
+        metavar="FLAGS",
+        type=input_flags_arg,
+        help="with --write-policy: send answers raising these input flags to review whatever their confidence, "
+        f"comma-separated ({', '.join(INPUT_FLAGS)}), or 'none'; default: as the previous policy (docs/security.md)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     if args.write_policy:
         print()
         keys = bands.question_keys(cases)
-        status = _write_policy(Path(args.write_policy), scored, results, keys) or status
+        status = _write_policy(Path(args.write_policy), scored, results, keys, args.review_input_flags) or status
     written.insert(0, scoring.write_results(out, results))
     if scored.errors:
         say(
@@ -211,10 +220,26 @@ def _fit(args: argparse.Namespace, scored: scoring.Run, results: dict[str, Any],
     return 0
 
 
-def _write_policy(manifest_path: Path, scored: scoring.Run, results: dict[str, Any], keys: Mapping[str, str]) -> int:
+def input_flags_arg(text: str) -> list[str]:
+    flags = [] if text == "none" else [f.strip() for f in text.split(",") if f.strip()]
+    unknown = sorted(set(flags) - set(INPUT_FLAGS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown input flags {unknown}; known: {', '.join(INPUT_FLAGS)} or none")
+    return flags
+
+
+def _write_policy(
+    manifest_path: Path,
+    scored: scoring.Run,
+    results: dict[str, Any],
+    keys: Mapping[str, str],
+    review_input_flags: list[str] | None = None,
+) -> int:
     created = datetime.now(UTC).date()
     try:
-        manifest, policy = manifests.certified_policy(manifest_path, len(scored.errors), results, keys, created=created)
+        manifest, policy = manifests.certified_policy(
+            manifest_path, len(scored.errors), results, keys, created=created, review_input_flags=review_input_flags
+        )
     except manifests.ManifestRefused as exc:
         say(str(exc))
         return EXIT_FAILED
