@@ -1,5 +1,5 @@
-"""Call a SageMaker decision endpoint with the official typesafe-sdk: SigV4 through botocore, SageMaker's
-errors given back as the container's own answers."""
+"""Call a SageMaker decision endpoint with the official typesafe-sdk (or the `openai` SDK's Decisions API): SigV4
+through botocore, SageMaker's errors given back as the container's own answers."""
 
 from decision_endpoints_client.asynchronous import AsyncEndpoint
 from decision_endpoints_client.invocation import (
@@ -14,7 +14,7 @@ from decision_endpoints_client.invocation import (
     Invoker,
 )
 from decision_endpoints_client.realtime import MAX_REALTIME_PAYLOAD_BYTES, RealTimeEndpoint, runtime_client
-from decision_endpoints_client.sdk import async_sagemaker_client, sagemaker_client
+from decision_endpoints_client.sdk import async_openai_client, async_sagemaker_client, openai_client, sagemaker_client
 from decision_endpoints_client.transports import AsyncSageMakerTransport, SageMakerTransport
 
 __version__ = "0.1.0"
@@ -34,7 +34,9 @@ __all__ = [
     "Invoker",
     "RealTimeEndpoint",
     "SageMakerTransport",
+    "async_openai_client",
     "async_sagemaker_client",
+    "openai_client",
     "runtime_client",
     "sagemaker_client",
 ]

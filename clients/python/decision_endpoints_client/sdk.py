@@ -1,5 +1,5 @@
-"""The official SDK's clients made ready for a SageMaker endpoint: the transport, a placeholder API key (SigV4
-signs instead) and a base URL that names the endpoint in the SDK's logs."""
+"""The official SDK's clients, and the `openai` SDK's, made ready for a SageMaker endpoint: the transport, a
+placeholder API key (SigV4 signs instead) and a base URL that names the endpoint in the SDK's logs."""
 
 from __future__ import annotations
 
@@ -43,6 +43,43 @@ def async_sagemaker_client(endpoint_name: str, *, region: str | None = None, **o
         transport=transport,
         **options,
     )
+
+
+def openai_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
+    """An `openai.OpenAI` whose `decisions.create(...)` goes to the endpoint through InvokeEndpoint: the transport
+    in an httpx2 client (`http_client=`); `options` are the OpenAI client's own (max_retries, timeout, ...) plus the
+    transport's. The SDK's retry reads the Retry-After the transport recovers from a ModelError."""
+    import httpx2
+    from openai import OpenAI
+
+    transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
+    transport = SageMakerTransport(endpoint_name, region=region, **transport_options)
+    return OpenAI(
+        api_key=options.pop("api_key", SIGV4_PLACEHOLDER_KEY),
+        base_url=options.pop("base_url", openai_base_url(endpoint_name)),
+        http_client=httpx2.Client(transport=transport),
+        **options,
+    )
+
+
+def async_openai_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
+    """As `openai_client`, an `openai.AsyncOpenAI` over the async transport."""
+    import httpx2
+    from openai import AsyncOpenAI
+
+    transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
+    transport = AsyncSageMakerTransport(endpoint_name, region=region, **transport_options)
+    return AsyncOpenAI(
+        api_key=options.pop("api_key", SIGV4_PLACEHOLDER_KEY),
+        base_url=options.pop("base_url", openai_base_url(endpoint_name)),
+        http_client=httpx2.AsyncClient(transport=transport),
+        **options,
+    )
+
+
+def openai_base_url(endpoint_name: str) -> str:
+    """The OpenAI SDK's base URL (it appends /decisions): not dialled either."""
+    return f"{base_url(endpoint_name)}/v1"
 
 
 _TRANSPORT_OPTIONS = ("client", "target_variant", "async_input_location", "read_timeout_s", "max_connections")

@@ -1,5 +1,6 @@
-"""The httpx2 transports the official SDK takes (`transport=`), sync and async: each maps the SDK's routes onto
-an endpoint's invocations and gives back the container's answer as an HTTP response."""
+"""The httpx2 transports the official SDK takes (`transport=`; the `openai` SDK, in an httpx2 client), sync and
+async: each maps the SDK's routes onto an endpoint's invocations and gives back the container's answer as an HTTP
+response."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from decision_endpoints_client.invocation import (
 from decision_endpoints_client.realtime import DEFAULT_READ_TIMEOUT_S, RealTimeEndpoint
 
 # The routes whose body the container's /invocations takes as it is: the decision call (what the SDK sends),
-# SageMaker's own route, and chat completions (the adapter answers both shapes on /invocations).
-INVOKED_ROUTES = ("/v1/systemone", "/invocations", "/v1/chat/completions")
+# SageMaker's own route, chat completions and OpenAI's Decisions API (the adapter answers each shape on /invocations).
+INVOKED_ROUTES = ("/v1/systemone", "/invocations", "/v1/chat/completions", "/v1/decisions")
 
 
 def _decompressed(body: bytes, encoding: str | None) -> bytes | None:

@@ -83,12 +83,13 @@ def _container_answer(error: Mapping[str, Any], message: str, headers: dict[str,
 
 
 def _json_detail(body: bytes) -> Any:
-    """The body's `detail` where the body is the adapter's (or any System One server's) JSON error."""
+    """The body's `detail` where the body is the adapter's (or any System One server's) JSON error; its `error`
+    where it is in OpenAI's envelope (the adapter's /v1/decisions shape)."""
     try:
         parsed = json.loads(body)
     except ValueError:
         return None
-    return parsed.get("detail", parsed) if isinstance(parsed, dict) else None
+    return parsed.get("detail", parsed.get("error", parsed)) if isinstance(parsed, dict) else None
 
 
 def _retry_after_in(detail: Any) -> str | None:
