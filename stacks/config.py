@@ -24,6 +24,7 @@ from stacks.decision_shift import DecisionShift, rollback_alarm_count
 from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import MAX_ROLLBACK_ALARMS, Deployment
+from stacks.invoker_access import InvokerAccess
 
 DEFAULT_ENVIRONMENT = "dev"
 BOOTSTRAP_QUALIFIER = (
@@ -205,6 +206,8 @@ class EnvironmentConfig(FrozenConfig):
     # The production loop (docs/deploy.md): answers captured to S3, decision-shift alarms; off when absent.
     data_capture: DataCapture | None = None
     decision_shift: DecisionShift | None = None
+    # The managed policy applications attach to invoke the endpoints (stacks/invoker_access.py); off when absent.
+    invoker_access: InvokerAccess | None = None
     tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("log_retention_days")
@@ -324,6 +327,7 @@ class EnvironmentConfig(FrozenConfig):
 
 _ENDPOINT_SECTIONS = ("cpu", "gpu", "chat")
 LOOP_SECTIONS = ("data_capture", "decision_shift")
+ACCESS_SECTIONS = ("invoker_access",)
 
 
 def load_environment(environments: object, name: str) -> EnvironmentConfig:
@@ -341,7 +345,7 @@ def load_environment(environments: object, name: str) -> EnvironmentConfig:
     data: dict[str, Any] = {**raw, "name": name}
     for section in _ENDPOINT_SECTIONS:
         data[section] = _enabled_section(raw.get(section), f"environments.{name}.{section}")
-    for section in (*BULK_SECTIONS, *LOOP_SECTIONS):  # off when absent
+    for section in (*BULK_SECTIONS, *LOOP_SECTIONS, *ACCESS_SECTIONS):  # off when absent
         data[section] = _enabled_section(raw[section], f"environments.{name}.{section}") if section in raw else None
     if all(data[section] is None for section in _ENDPOINT_SECTIONS):
         raise ConfigError(f"environments.{name}: no endpoint is enabled; set enabled to true in one of cpu, gpu, chat")

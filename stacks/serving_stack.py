@@ -26,6 +26,7 @@ from stacks.endpoint import ServingEndpoint
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
+from stacks.invoker_access import InvokerPolicy
 from stacks.observability import EndpointAlarms, build_dashboard, log_retention, overload_namespace
 from stacks.preflight import ModelPreflight
 from stacks.shadow import ShadowModel
@@ -156,6 +157,15 @@ class ServingStack(cdk.Stack):
             grant_dlc_pull(endpoint.role, self, config.dlc)
             endpoint.role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
         self._bulk(images)
+        self.invoker: InvokerPolicy | None = None
+        if config.invoker_access is not None:
+            self.invoker = InvokerPolicy(
+                self,
+                "InvokerPolicy",
+                environment=config.name,
+                endpoint_names=[d.endpoint.endpoint_name for d in self.endpoints.values()],
+                bearer_token=config.invoker_access.bearer_token,
+            )
 
         dashboard = build_dashboard(
             self, environment=config.name, endpoints=[d.alarms for d in self.endpoints.values()]

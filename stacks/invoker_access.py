@@ -1,0 +1,80 @@
+"""Invoker access (cdk.json `invoker_access`, off when absent): one managed policy per environment that may invoke
+exactly its real-time endpoints, and where `bearer_token` is on also mint SageMaker's bearer tokens for its
+OpenAI-compatible route; the policy's ARN is exported for applications to attach to their own roles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+from pydantic import Field
+
+from stacks.config_base import FrozenConfig
+from stacks.nag import acknowledge
+
+INVOKE = "sagemaker:InvokeEndpoint"
+CALL_WITH_BEARER_TOKEN = "sagemaker:CallWithBearerToken"  # noqa: S105 - an IAM action, not a secret
+
+
+class InvokerAccess(FrozenConfig):
+    enabled: bool
+    bearer_token: bool = Field(
+        default=False,
+        description="Also allow sagemaker:CallWithBearerToken: tokens for SageMaker's /openai/v1 route "
+        "(docs/calling.md).",
+    )
+
+
+def policy_name(environment: str) -> str:
+    return f"decision-{environment}-invoke"
+
+
+def export_name(environment: str) -> str:
+    return f"DecisionEndpoints-{environment}-InvokerPolicyArn"
+
+
+class InvokerPolicy(Construct):
+    """The managed policy; `policy` is it, `endpoint_arns` what it may invoke."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment: str,
+        endpoint_names: Sequence[str],
+        bearer_token: bool,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        self.endpoint_arns = [
+            stack.format_arn(service="sagemaker", resource="endpoint", resource_name=name) for name in endpoint_names
+        ]
+        statements = [iam.PolicyStatement(sid="InvokeTheEndpoints", actions=[INVOKE], resources=self.endpoint_arns)]
+        if bearer_token:
+            statements.append(
+                iam.PolicyStatement(sid="MintBearerTokens", actions=[CALL_WITH_BEARER_TOKEN], resources=["*"])
+            )
+        self.policy = iam.ManagedPolicy(
+            self,
+            "Policy",
+            managed_policy_name=policy_name(environment),
+            description=f"Invoke the decision endpoints of {environment}, and nothing else",
+            statements=statements,
+        )
+        if bearer_token:
+            acknowledge(
+                self.policy,
+                "AwsSolutions-IAM5[Resource::*]",
+                "sagemaker:CallWithBearerToken is granted on * as AWS documents it for the OpenAI-compatible route; "
+                "a token only carries this policy's other permission, InvokeEndpoint on exactly these endpoints",
+            )
+        cdk.CfnOutput(
+            stack,
+            "InvokerPolicyArn",
+            value=self.policy.managed_policy_arn,
+            export_name=export_name(environment),
+            description="Attach to an application's role to invoke this environment's decision endpoints",
+        )
