@@ -169,6 +169,8 @@ def _choice_keys(question: ChoiceQuestion, loc: list[str | int]) -> dict[str, Va
             key = "true" if choice.value else "false"
             if key in texts:
                 key = f"{key} (boolean)"
+        if key in keys:  # a string that reads as a boolean's marked key
+            raise _invalid([*loc, "choices", j, "value"], f"choice {key!r} reads as another choice to the model")
         keys[str(key)] = choice.value
     return keys
 

@@ -276,3 +276,28 @@ def test_a_429_is_a_rate_limit_error_the_sdk_retries_after_retry_after(adapter: 
     assert statuses[0] == 429 and statuses[-1] == 200 and set(statuses) == {429, 200}, statuses
     first_429_at, _, retry_after = seen[0]
     assert retry_after is not None and sent[1] - first_429_at >= int(retry_after) - 0.05  # waited as told
+
+
+def test_langchain_openai_decisions_one_call_per_question_type(adapter: AdapterProcess) -> None:
+    from langchain_openai.decisions import Choice, OpenAIDecisions, Predicate, Score
+
+    decisions = OpenAIDecisions(model="jev-latest", base_url=f"{adapter.url}/v1", api_key=KEY)
+    sdk = ask(adapter, [PREDICATE, CHOICE, SCORE]).answers
+    refund = decisions.invoke(
+        {"input": TICKET, "questions": {"refund": Predicate(instructions=PREDICATE["instructions"])}}
+    )
+    assert refund.predicates["refund"].probability == pytest.approx(sdk[0].probability, abs=1e-9)  # type: ignore[union-attr]
+    choices = {c["value"]: c.get("description") for c in CHOICE["choices"]}  # type: ignore[attr-defined]
+    team = decisions.invoke(
+        {"input": TICKET, "questions": {"team": Choice(instructions=CHOICE["instructions"], choices=choices)}}
+    )
+    assert list(team.choices["team"].probabilities) == ["billing", "technical", "sales"]
+    assert list(team.choices["team"].probabilities.values()) == pytest.approx(
+        [p.probability for p in sdk[1].probabilities],  # type: ignore[union-attr]
+        abs=1e-9,
+    )
+    urgency = decisions.invoke(
+        {"input": TICKET, "questions": {"urgency": Score(instructions="How urgent is it?", levels=["low", "high"])}}
+    )
+    assert urgency.scores["urgency"].legend == {0: "low", 1: "high"}
+    assert sum(urgency.scores["urgency"].probabilities.values()) == pytest.approx(1, abs=1e-6)
