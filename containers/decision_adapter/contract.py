@@ -20,6 +20,7 @@ QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
 AnswerShape = Literal["categorical"]
 ANSWER_SHAPES: tuple[str, ...] = get_args(AnswerShape)
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
+SINGLE_LABEL_MAX = 26  # options labelled by one letter each (A..Z); beyond, two-letter codes
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"
 SUM_TOLERANCE = 1e-6

@@ -14,6 +14,7 @@ import numpy.typing as npt
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from ..contract import SINGLE_LABEL_MAX
 from ..gguf_metadata import Temperatures
 from ..question_types import Option as Option  # noqa: PLC0414 (the schemes and the engine read it from here)
 from ..question_types import kind_of
@@ -23,7 +24,6 @@ from ..schemas import AnyQuestion, Text
 Tokenize = Callable[[str], Sequence[int]]  # the model's tokenizer: special tokens parsed, no BOS
 Code = tuple[str, ...]  # a label as pieces that are each one token: ("B",) or the two-letter ("A", "C")
 LETTERS = string.ascii_uppercase
-SINGLE_LABEL_MAX = len(LETTERS)  # up to 26 options: one letter each; beyond, two-letter codes (see labels())
 
 
 # The option an out-of-scope question adds after its declared ones (decision-api.md's explicit way out).

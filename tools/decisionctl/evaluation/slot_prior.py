@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.contract import DEFAULT_MODEL_ALIAS
+from decision_adapter.contract import DEFAULT_MODEL_ALIAS, SINGLE_LABEL_MAX
 from decision_adapter.manifest import SlotPrior, sha256_file
-from decision_adapter.prompting.base import SINGLE_LABEL_MAX
 
 from decisionctl.transport import RetryPolicy, Transport, send_with_retries
 
