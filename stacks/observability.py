@@ -192,19 +192,23 @@ class EndpointAlarms(Construct):
             )
         return alarms
 
+    def _summed(self, field: str, metric_name: str) -> cloudwatch.Metric:
+        """A count field of the adapter's `decision` lines, summed per period by a metric filter on the log group."""
+        lines = logs.MetricFilter(
+            self,
+            f"{metric_name}Lines",
+            log_group=self.endpoint.log_group,
+            filter_pattern=logs.FilterPattern.literal(action_pattern(field)),
+            metric_namespace=overload_namespace(self.endpoint.endpoint_name),
+            metric_name=metric_name,
+            metric_value=f"$.{field}",
+        )
+        return lines.metric(statistic="Sum", period=self.period, label=metric_name)
+
     def _count_actions(self, t: Alarms) -> None:
         name = self.endpoint.endpoint_name
         for action, (field, metric_name) in ACTION_COUNTS.items():
-            lines = logs.MetricFilter(
-                self,
-                f"{metric_name}Lines",
-                log_group=self.endpoint.log_group,
-                filter_pattern=logs.FilterPattern.literal(action_pattern(field)),
-                metric_namespace=overload_namespace(name),
-                metric_name=metric_name,
-                metric_value=f"$.{field}",
-            )
-            self.action_counts[action] = lines.metric(statistic="Sum", period=self.period, label=metric_name)
+            self.action_counts[action] = self._summed(field, metric_name)
         if t.automation_rate_band is None:
             return
         low, high = t.automation_rate_band
@@ -231,21 +235,10 @@ class EndpointAlarms(Construct):
         """The share of answers whose caller text raised an input flag: a rise means someone writes control strings
         or orders to the classifier into the text decisions read (docs/security.md)."""
         name = self.endpoint.endpoint_name
-        counts = {}
-        for key, field, metric_name in (
-            ("answers", ANSWERS_FIELD, "DecisionAnswers"),
-            ("flagged", INPUT_FLAGGED_FIELD, "InputFlaggedAnswers"),
-        ):
-            lines = logs.MetricFilter(
-                self,
-                f"{metric_name}Lines",
-                log_group=self.endpoint.log_group,
-                filter_pattern=logs.FilterPattern.literal(action_pattern(field)),
-                metric_namespace=overload_namespace(name),
-                metric_name=metric_name,
-                metric_value=f"$.{field}",
-            )
-            counts[key] = lines.metric(statistic="Sum", period=self.period, label=metric_name)
+        counts = {
+            "answers": self._summed(ANSWERS_FIELD, "DecisionAnswers"),
+            "flagged": self._summed(INPUT_FLAGGED_FIELD, "InputFlaggedAnswers"),
+        }
         self.input_flagged_share = cloudwatch.MathExpression(
             expression=f"IF(answers >= {t.input_flagged_min_answers}, 100 * flagged / answers, 0)",
             using_metrics=counts,
