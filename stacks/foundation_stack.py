@@ -178,24 +178,25 @@ class FoundationStack(cdk.Stack):
 
 def alarm_arn_patterns(stack: cdk.Stack, environment: str) -> list[str]:
     """The ARNs of this environment's alarms: every alarm name starts with its endpoint's name."""
-    return [
-        stack.format_arn(
-            service="cloudwatch",
-            resource="alarm",
-            resource_name=f"{prefix}-{environment}-*",
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
-        for prefix in ENDPOINT_NAME_PREFIXES
-    ]
+    return _endpoint_arn_patterns(stack, environment, service="cloudwatch", resource="alarm")
 
 
 def endpoint_log_group_arn_patterns(stack: cdk.Stack, environment: str) -> list[str]:
     """The ARNs of this environment's endpoint log groups, as CloudWatch Logs puts them in the encryption context."""
+    return _endpoint_arn_patterns(
+        stack, environment, service="logs", resource="log-group", name_prefix=ENDPOINT_LOG_GROUP_PREFIX
+    )
+
+
+def _endpoint_arn_patterns(
+    stack: cdk.Stack, environment: str, *, service: str, resource: str, name_prefix: str = ""
+) -> list[str]:
+    """One ARN pattern per endpoint kind of the environment, for resources named after the endpoint."""
     return [
         stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=f"{ENDPOINT_LOG_GROUP_PREFIX}{prefix}-{environment}-*",
+            service=service,
+            resource=resource,
+            resource_name=f"{name_prefix}{prefix}-{environment}-*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
         for prefix in ENDPOINT_NAME_PREFIXES

@@ -25,9 +25,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 StateBoundary = Literal["off", "tagged"]  # DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data
-STATE_BOUNDARIES: tuple[StateBoundary, ...] = ("off", "tagged")
 OPEN, CLOSE = "\U00013000", "\U00013001"
-MARKERS = OPEN + CLOSE
 REPLACEMENT = "\ufffd"  # what a caller's own marker character reads as
 _STRIP = str.maketrans({OPEN: None, CLOSE: None})
 _NEUTRAL = str.maketrans({OPEN: REPLACEMENT, CLOSE: REPLACEMENT})
@@ -52,13 +50,31 @@ def mark(value: Any) -> Any:
     return value
 
 
+def caller_fields(model: BaseModel) -> dict[str, Any]:
+    """A request model's fields the caller wrote as text: all but its `type` and the `x_` extensions, which are
+    this adapter's own switches."""
+    return {n: getattr(model, n) for n in type(model).model_fields if n != "type" and not n.startswith("x_")}
+
+
 def mark_model(model: M) -> M:
-    """A copy of a request model (a question, its criteria) with every caller string marked: all fields but its
-    `type` and the `x_` extensions, which are this adapter's own switches."""
-    fields = type(model).model_fields
-    return model.model_copy(
-        update={n: mark(getattr(model, n)) for n in fields if n != "type" and not n.startswith("x_")}
-    )
+    """A copy of a request model (a question, its criteria) with every caller string marked."""
+    return model.model_copy(update={n: mark(v) for n, v in caller_fields(model).items()})
+
+
+def caller_strings(value: Any) -> Iterator[str]:
+    """Every string `mark` would mark in a value (object keys included)."""
+    if isinstance(value, BaseModel):
+        for v in caller_fields(value).values():
+            yield from caller_strings(v)
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from caller_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from caller_strings(v)
 
 
 def unmark(text: str) -> str:

@@ -104,8 +104,9 @@ class DecisionEngine:
         """`memo`: the answers of earlier records of one JSON Lines mini-batch; a question asked again of the
         same state is answered from it (the same computation, not repeated) and new answers go into it."""
         t0 = time.perf_counter()
-        prefix = self._prefix_units(request.state)
-        plans = {qid: self._plan(qid, q, request.state) for qid, q in request.questions.items()}
+        shown_state = mark(request.state)  # what the scheme renders: every caller string marked (caller_text.py)
+        prefix = self._prefix_units(shown_state)
+        plans = {qid: self._plan(qid, q, shown_state) for qid, q in request.questions.items()}
         prefix_len = sum(len(u) for u in prefix)
         longest = max(len(p.head) + len(p.suffix) + len(p.codes[0]) - 1 for plan in plans.values() for p in plan.passes)
         if prefix_len + longest > self.rt.n_ctx:
@@ -153,9 +154,10 @@ class DecisionEngine:
         passes: list[DecisionEngine._Pass]
         out_of_scope: bool
 
-    def _prefix_units(self, state: Text) -> tuple[Unit, ...]:
+    def _prefix_units(self, shown_state: Text) -> tuple[Unit, ...]:
+        """The prefix's units for the state as the scheme renders it (marked: caller_text.mark)."""
         units = []
-        for i, text in enumerate(self.scheme.prefix_texts(mark(state))):
+        for i, text in enumerate(self.scheme.prefix_texts(shown_state)):
             cached = self._units_of_text.get(text) if i == 0 else None  # the header repeats: tokenize it once
             if cached is None:
                 cached = self.rt.tokenize(text, add_bos=self.scheme.add_bos and i == 0)
@@ -166,16 +168,16 @@ class DecisionEngine:
             units.append(cached)
         return tuple(units)
 
-    def _plan(self, qid: str, question: AnyQuestion, state: Text) -> DecisionEngine._Plan:
+    def _plan(self, qid: str, question: AnyQuestion, shown_state: Text) -> DecisionEngine._Plan:
         options = options_of(question)
-        shown = mark_model(question)  # what the scheme renders: every caller string marked (caller_text.py)
+        shown = mark_model(question)
         shown_options = options_of(shown)
         out_of_scope = self.scheme.supports_out_of_scope and (self.out_of_scope or question.x_out_of_scope)
         if out_of_scope:
             options.append(OUT_OF_SCOPE)
             shown_options.append(OUT_OF_SCOPE)
         passes = []
-        specs = self.scheme.passes(shown, shown_options, qid=mark(qid), state=mark(state), out_of_scope=out_of_scope)
+        specs = self.scheme.passes(shown, shown_options, qid=mark(qid), state=shown_state, out_of_scope=out_of_scope)
         for spec in specs:
             codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
             if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:

@@ -5,8 +5,10 @@ a policy can send a flagged answer to review whatever its confidence, and the de
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Literal
+
+from .caller_text import caller_strings
 
 InputFlag = Literal["control_strings", "addressed_to_classifier"]
 INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier")
@@ -38,23 +40,8 @@ _ADDRESSED = re.compile(
 )
 
 
-def strings_in(value: Any) -> Iterable[str]:
-    """Every string in a caller value (object keys included)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield k
-            yield from strings_in(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from strings_in(v)
-    elif hasattr(value, "model_dump"):
-        yield from strings_in({k: v for k, v in value.model_dump().items() if k != "type" and not k.startswith("x_")})
-
-
 def addressed_to_classifier(state: Any) -> bool:
-    return any(_ADDRESSED.search(s) for s in strings_in(state))
+    return any(_ADDRESSED.search(s) for s in caller_strings(state))
 
 
 def flags_of(
@@ -62,14 +49,14 @@ def flags_of(
 ) -> list[InputFlag]:
     """One answer's flags: the state's, and control strings in its question's caller fields; in INPUT_FLAGS order."""
     flags = set(state_flags)
-    if "control_strings" not in flags and any(has_control_string(s) for s in strings_in(question)):
+    if "control_strings" not in flags and any(has_control_string(s) for s in caller_strings(question)):
         flags.add("control_strings")
     return [f for f in INPUT_FLAGS if f in flags]
 
 
 def state_flags(state: Any, has_control_string: Callable[[str], bool]) -> frozenset[InputFlag]:
     flags: set[InputFlag] = set()
-    if any(has_control_string(s) for s in strings_in(state)):
+    if any(has_control_string(s) for s in caller_strings(state)):
         flags.add("control_strings")
     if addressed_to_classifier(state):
         flags.add("addressed_to_classifier")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from decision_adapter.calibration import ActiveCalibration
-from decision_adapter.caller_text import unmark
+from decision_adapter.caller_text import mark, unmark
 from decision_adapter.engine import DecisionEngine
 from decision_adapter.gguf_metadata import ModelMetadata, Temperatures, read_decision_metadata
 from decision_adapter.prompting import PromptScheme, make_scheme
@@ -74,9 +74,10 @@ def engine(rt: LlamaRuntime, scheme: PromptScheme) -> DecisionEngine:
 def units(eng: DecisionEngine, body: dict[str, Any]) -> list[Unit]:
     """Every unit the engine would evaluate for the request: the prefix, then each question's head and passes."""
     request = DecisionRequest.model_validate(body)
-    out = list(eng._prefix_units(request.state))
+    shown_state = mark(request.state)
+    out = list(eng._prefix_units(shown_state))
     for qid, q in request.questions.items():
-        for p in eng._plan(qid, q, request.state).passes:
+        for p in eng._plan(qid, q, shown_state).passes:
             out += [p.head, p.suffix]
     return out
 
