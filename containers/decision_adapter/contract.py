@@ -21,6 +21,9 @@ AnswerShape = Literal["categorical"]
 ANSWER_SHAPES: tuple[str, ...] = get_args(AnswerShape)
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 SINGLE_LABEL_MAX = 26  # options labelled by one letter each (A..Z); beyond, two-letter codes
+# The flags an answer's caller text can raise (x_input_flags; input_flags.py raises them, a policy reviews them).
+InputFlag = Literal["control_strings", "addressed_to_classifier"]
+INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier")
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"
 SUM_TOLERANCE = 1e-6

@@ -27,9 +27,9 @@ import numpy.typing as npt
 from .adaptive import settled
 from .calibration import ActiveCalibration
 from .caller_text import mark, mark_model
-from .contract import options_hash
+from .contract import InputFlag, options_hash
 from .errors import RuntimeFailure, TokenBudgetExceeded
-from .input_flags import InputFlag, flags_of, state_flags
+from .input_flags import flags_of, state_flags
 from .prompting import Option, PromptScheme, options_of
 from .prompting.base import OUT_OF_SCOPE, single_token
 from .runtime import LlamaRuntime, NeedsRestore, Unit

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from .caller_text import caller_strings
-
-InputFlag = Literal["control_strings", "addressed_to_classifier"]
-INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier")
+from .contract import INPUT_FLAGS, InputFlag
 
 # Words a customer's message has no reason to address to whoever classifies it: orders to ignore the
 # prompt, claims about which answer is right, answer lines, role lines. English, Spanish, French, German,

@@ -29,8 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .actions import Action, Reason
 from .caller_text import StateBoundary
-from .contract import QuestionType
-from .input_flags import InputFlag
+from .contract import InputFlag, QuestionType
 from .question_types import kind_of
 from .signals import DebiasMode
 

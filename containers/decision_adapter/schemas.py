@@ -12,8 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from .actions import Action, Reason
 from .caller_text import StateBoundary
-from .contract import DEFAULT_MODEL_ALIAS, MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
-from .input_flags import InputFlag
+from .contract import (
+    DEFAULT_MODEL_ALIAS,
+    MAX_CHOICE_OPTIONS,
+    MAX_SCORE_LEVELS,
+    MIN_CHOICE_OPTIONS,
+    MIN_SCORE_LEVELS,
+    InputFlag,
+)
 from .signals import DebiasMode
 
 # Text the caller may send wherever the contract says "description": a string, an object or an array.

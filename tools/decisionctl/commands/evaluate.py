@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.input_flags import INPUT_FLAGS
+from decision_adapter.contract import INPUT_FLAGS
 
 from decisionctl import tables
 from decisionctl.certification import bands, manifests, policies
