@@ -9,11 +9,13 @@ from decisionctl.commands import (
     bench,
     compare,
     decide,
+    decision_diff,
     evaluate,
     fit_prior,
     outcomes,
     package_model,
     pin_images,
+    record_evaluation,
 )
 
 ALL: tuple[ModuleType, ...] = (
@@ -23,6 +25,8 @@ ALL: tuple[ModuleType, ...] = (
     fit_prior,
     bench,
     compare,
+    record_evaluation,
+    decision_diff,
     outcomes,
     batch,
     pin_images,

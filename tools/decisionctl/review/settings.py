@@ -1,0 +1,53 @@
+"""An environment's evaluation settings read from cdk.json: the suite, the record, the tolerance and the gates."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from decisionctl.review.decision_diff import Gates
+from stacks.evaluation_config import EvaluationConfig
+
+
+@dataclass(frozen=True)
+class Settings:
+    environment: str
+    root: Path  # cdk.json's directory: the paths cdk.json names are relative to it
+    evaluation: EvaluationConfig
+
+    @property
+    def suite(self) -> Path:
+        return self.root / self.evaluation.suite
+
+    @property
+    def record(self) -> Path:
+        return self.root / self.evaluation.record
+
+    @property
+    def gates(self) -> Gates:
+        g = self.evaluation.gates
+        return Gates(g.max_accuracy_drop_points, g.max_flips, g.max_ece_rise, g.band_bound)
+
+
+def load(cdk_json: Path, environment: str) -> Settings:
+    """`context.environments.<environment>.evaluation` of cdk.json; ValueError names the key at fault."""
+    try:
+        environments = json.loads(cdk_json.read_text(encoding="utf-8"))["context"]["environments"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{cdk_json}: no context.environments to read ({exc})") from exc
+    if environment not in environments:
+        raise ValueError(f"{cdk_json}: no environment {environment!r} (known: {', '.join(environments)})")
+    block = environments[environment].get("evaluation")
+    if block is None:
+        raise ValueError(
+            f"{cdk_json}: environments.{environment}.evaluation is not configured: name its suite and record "
+            "there (docs/deploy.md, the review loop)"
+        )
+    try:
+        evaluation = EvaluationConfig.model_validate(block)
+    except ValidationError as exc:
+        raise ValueError(f"{cdk_json}: environments.{environment}.evaluation: {exc}") from exc
+    return Settings(environment, cdk_json.resolve().parent, evaluation)
