@@ -8,7 +8,7 @@ import ast
 
 from tests.adapter.test_import_graph import GRAPH, MODULES
 
-JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release"}
+JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review"}
 SHARED = {"cli", "commands", "tables", "plots", "transport", "readback"}  # what several jobs and commands use
 SERVING = {"engine", "runtime", "service", "app", "handlers", "serve", "admission", "answers", "bulk", "state_cache"}
 
