@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import DEFAULT_ENVIRONMENT, ConfigError, EnvironmentConfig, load_environment
+from stacks.evaluation_binding import check_evaluation, warn_unbound
 from stacks.foundation_stack import FoundationStack
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, load_github
 from stacks.isolation import check_isolation
@@ -21,6 +23,7 @@ from stacks.placeholders import ALLOW_PLACEHOLDERS, allowed, refuse_placeholders
 from stacks.serving_stack import ServingStack
 
 STACK_PREFIX = "DecisionEndpoints"
+ROOT = Path(__file__).resolve().parent  # where cdk.json is; the paths it names are relative to it
 
 
 def stack_name(environment: str, part: str) -> str:
@@ -28,14 +31,22 @@ def stack_name(environment: str, part: str) -> str:
 
 
 def build_app(
-    env_name: str | None = None, *, context: Mapping[str, Any] | None = None, outdir: str | None = None
+    env_name: str | None = None,
+    *,
+    context: Mapping[str, Any] | None = None,
+    outdir: str | None = None,
+    root: Path | None = None,
 ) -> cdk.App:
-    """The app for one environment: `env_name`, else the `env` context value, else dev."""
+    """The app for one environment: `env_name`, else the `env` context value, else dev.
+
+    `root` is where the files cdk.json names (the evaluation suite and record) are read from: this directory.
+    """
     app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
     name = env_name or app.node.try_get_context("env") or DEFAULT_ENVIRONMENT
     config = load_environment(app.node.try_get_context("environments"), str(name))
     refuse_placeholders(config, allow=allowed(app.node.try_get_context(ALLOW_PLACEHOLDERS)))
     check_isolation(app.node.try_get_context("environments"))  # one environment's deployer must not reach another
+    evaluation = check_evaluation(config, root or ROOT)  # the committed record evaluates the deployed artifact
     # Account-agnostic unless pinned: synth needs no credentials, deploy uses the caller's account.
     env = cdk.Environment(account=config.account, region=config.region)
 
@@ -48,9 +59,11 @@ def build_app(
         config=config,
         env=env,
         foundation=foundation,
+        evaluation=evaluation,
         synthesizer=_synthesizer(config),
     )
     _warn_placeholders(config, serving)
+    warn_unbound(serving, evaluation)
     github = load_github(app.node.try_get_context("github"), app.node.try_get_context("environments"))
     if github is not None:  # the account's one-time CI set-up (docs/deploy.md); environment-agnostic
         GitHubDeployStack(app, GITHUB_DEPLOY_STACK, config=github)

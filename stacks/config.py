@@ -23,6 +23,7 @@ from stacks.data_capture import DataCapture
 from stacks.decision_shift import DecisionShift, rollback_alarm_count
 from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
+from stacks.evaluation_config import EvaluationConfig
 from stacks.guardrails import MAX_ROLLBACK_ALARMS, Deployment
 from stacks.invoker_access import InvokerAccess
 
@@ -208,6 +209,8 @@ class EnvironmentConfig(FrozenConfig):
     decision_shift: DecisionShift | None = None
     # The managed policy applications attach to invoke the endpoints (stacks/invoker_access.py); off when absent.
     invoker_access: InvokerAccess | None = None
+    # The suite and the evaluation record of the deployed artifact (stacks/evaluation_binding.py); absent: warned.
+    evaluation: EvaluationConfig | None = None
     tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("log_retention_days")

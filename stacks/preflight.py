@@ -4,7 +4,8 @@ One check per stack (every endpoint serves the same `model.tar.gz`); the image b
 `AWS::SageMaker::Model` depend on it, so a missing or mismatched artifact stops the deployment before
 CodeBuild runs or an endpoint waits out its health-check timeout. The handler
 (`preflight_handler/index.py`) reads `manifest.json` and the tarball's metadata with `s3:GetObject`
-on exactly those two keys, decrypting only through S3.
+on exactly those two keys, decrypting only through S3. Where the environment's evaluation record is bound to
+the artifact (stacks/evaluation_binding.py), it also checks that the uploaded manifest.json is the evaluated one.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class ModelPreflight(Construct):
         image_digests: Mapping[str, str],
         environment: str,
         log_retention: logs.RetentionDays,
+        evaluated_manifest_sha256: str | None = None,
+        evaluation_record: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -102,6 +105,9 @@ class ModelPreflight(Construct):
         }
         if expected_model_sha256 is not None:
             properties["ExpectedModelSha256"] = expected_model_sha256
+        if evaluated_manifest_sha256 is not None:  # the manifest.json bytes the committed record evaluated
+            properties["EvaluatedManifestSha256"] = evaluated_manifest_sha256
+            properties["EvaluationRecord"] = evaluation_record or "the evaluation record"
         self.resource = cdk.CustomResource(
             self,
             "Resource",

@@ -24,6 +24,7 @@ from stacks.decision_shift import DecisionShiftAlarms
 from stacks.dlc_registry import console_domain
 from stacks.endpoint import ServingEndpoint
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
+from stacks.evaluation_config import Binding
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.invoker_access import InvokerPolicy
@@ -83,6 +84,7 @@ class ServingStack(cdk.Stack):
         config: EnvironmentConfig,
         env: cdk.Environment,
         foundation: FoundationStack,
+        evaluation: Binding | None = None,
         synthesizer: cdk.IStackSynthesizer | None = None,
     ) -> None:
         super().__init__(
@@ -105,6 +107,9 @@ class ServingStack(cdk.Stack):
         )
 
         decision = config.decision_endpoints
+        # The committed evaluation record, where it evaluates this artifact (stacks/evaluation_binding.py).
+        bound = evaluation if evaluation is not None and not evaluation.problems else None
+        record = config.evaluation.record if config.evaluation is not None else None
         # First of all, in seconds: is the model artifact there and the one configured? Builds and models wait for it.
         self.preflight = ModelPreflight(
             self,
@@ -119,7 +124,16 @@ class ServingStack(cdk.Stack):
             },
             environment=config.name,
             log_retention=self.retention,
+            evaluated_manifest_sha256=bound.manifest_sha256 if bound is not None else None,
+            evaluation_record=record,
         )
+        if bound is not None and bound.record_sha256 is not None:  # the prod-diff job finds the record served by it
+            cdk.CfnOutput(
+                self,
+                "EvaluationRecordSha256",
+                value=bound.record_sha256,
+                description=f"sha256 of {record}, the evaluation record of the artifact this stack serves",
+            )
         self.image_build: ImageBuild | None = None
         images: dict[str, BuiltImage] = {}
         if decision:

@@ -9,6 +9,8 @@ that fixes it:
 - `manifest.json` (written beside `model.tar.gz` by `decisionctl package-model --upload`) is missing,
   unreadable or not a model manifest;
 - the manifest's GGUF sha256 differs from `environments.<env>.model.sha256`;
+- the manifest's bytes are not the manifest the environment's evaluation record evaluated (its
+  `EvaluatedManifestSha256`, set where synth found the record bound to the artifact: stacks/evaluation_binding.py);
 - `model.tar.gz` is missing, or its `model-sha256` metadata (set by the same upload) names another GGUF.
 
 The tarball is not downloaded: the adapter verifies the GGUF's sha256 when the endpoint starts; S3
@@ -57,7 +59,7 @@ def on_event(event: dict[str, Any], _context: object = None, client: Any = None)
         return {"PhysicalResourceId": physical_id}  # these properties passed before: a rollback restores them
     check_placeholders(props)
     s3 = client or _s3()
-    manifest = read_manifest(s3, props)
+    manifest, manifest_bytes = read_manifest(s3, props)
     expected = props.get("ExpectedModelSha256", "")
     if expected and manifest["sha256"] != expected:
         raise PreflightFailed(
@@ -66,6 +68,7 @@ def on_event(event: dict[str, Any], _context: object = None, client: Any = None)
             f"{expected}: {fix_command(props)}; or, if the uploaded model is the one to serve, set "
             f"{props['ConfigKey']}.model.sha256 to {manifest['sha256']} in cdk.json"
         )
+    check_evaluated(props, manifest_bytes)
     tarball = head_tarball(s3, props)
     packaged_from = tarball.get("Metadata", {}).get("model-sha256", "")
     if packaged_from and packaged_from != manifest["sha256"]:
@@ -107,7 +110,25 @@ def check_placeholders(props: dict[str, Any]) -> None:
         raise PreflightFailed("; ".join(problems))
 
 
-def read_manifest(s3: Any, props: dict[str, Any]) -> dict[str, Any]:
+def check_evaluated(props: dict[str, Any], manifest_bytes: bytes) -> None:
+    """The uploaded manifest is, byte for byte, the one whose artifact the committed evaluation record evaluated."""
+    evaluated = props.get("EvaluatedManifestSha256", "")
+    uploaded = hashlib.sha256(manifest_bytes).hexdigest()
+    if not evaluated or uploaded == evaluated:
+        return
+    env, record = props["Environment"], props.get("EvaluationRecord", "the evaluation record")
+    raise PreflightFailed(
+        f"not the evaluated artifact: {_url(props, props['ManifestKey'])} has sha256 {uploaded}, but {record} "
+        f"evaluated the artifact whose manifest.json has sha256 {evaluated}. Upload the artifact directory whose "
+        f"manifest was evaluated: `decisionctl package-model ... --out <that dir> --upload "
+        f"{_url(props, props['ArtifactKey'])}`; or, if the uploaded artifact is the one to serve, record its "
+        f"evaluation: `decisionctl record-evaluation --env {env} --url <adapter serving the artifact> --artifact "
+        f"<artifact dir>`, commit {record} and deploy again"
+    )
+
+
+def read_manifest(s3: Any, props: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """The manifest, parsed, and its bytes as uploaded (the evaluation record names their sha256)."""
     key = props["ManifestKey"]
     try:
         response = s3.get_object(Bucket=props["Bucket"], Key=key)
@@ -131,7 +152,7 @@ def read_manifest(s3: Any, props: dict[str, Any]) -> dict[str, Any]:
             f"{_url(props, key)} is not a model manifest (it needs model_file and a 64-hex sha256): upload it "
             f"again with {fix_command(props)}"
         )
-    return manifest
+    return manifest, body
 
 
 def head_tarball(s3: Any, props: dict[str, Any]) -> dict[str, Any]:

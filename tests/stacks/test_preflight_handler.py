@@ -6,6 +6,7 @@ exactly what `decisionctl package-model --upload` puts in the bucket.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Iterator
@@ -246,3 +247,38 @@ def test_a_rollback_to_properties_that_passed_is_not_checked_again(s3: tuple[Any
     passed = f"s3://{BUCKET}/{ARTIFACT}#{fingerprint(props())}"
     ev = {"RequestType": "Update", "ResourceProperties": props(), "PhysicalResourceId": passed}
     assert on_event(ev, None, client) == {"PhysicalResourceId": passed}
+
+
+# --- the evaluated manifest (issue 31) ---------------------------------------------------------
+
+EVALUATION_RECORD = "evaluation/dev.json"
+
+
+def evaluated(body: bytes) -> dict[str, Any]:
+    return event(EvaluatedManifestSha256=hashlib.sha256(body).hexdigest(), EvaluationRecord=EVALUATION_RECORD)
+
+
+def test_the_evaluated_manifest_passes(s3: tuple[Any, Stubber]) -> None:
+    client, stub = s3
+    body = manifest_bytes()
+    expect_manifest(stub, body)
+    expect_tarball(stub, {"sha256": TAR_SHA, "model-sha256": GGUF_SHA})
+    assert on_event(evaluated(body), None, client)["Data"]["ModelSha256"] == GGUF_SHA
+
+
+def test_another_manifest_of_the_same_model_is_not_the_evaluated_artifact(s3: tuple[Any, Stubber]) -> None:
+    """Same GGUF, another packaging (a policy or calibration changed): its manifest bytes differ."""
+    client, stub = s3
+    body = manifest_bytes()
+    repackaged = body.replace(b'"source": "t"', b'"source": "another packaging"')
+    assert repackaged != body
+    expect_manifest(stub, repackaged)  # nothing queued after it: the tarball is not read
+    ev = evaluated(body)
+    message = failure(client, ev)
+    uploaded, recorded = hashlib.sha256(repackaged).hexdigest(), hashlib.sha256(body).hexdigest()
+    assert message.startswith(
+        f"not the evaluated artifact: s3://{BUCKET}/{MANIFEST} has sha256 {uploaded}, but {EVALUATION_RECORD} "
+        f"evaluated the artifact whose manifest.json has sha256 {recorded}."
+    )
+    assert f"--out <that dir> --upload s3://{BUCKET}/{ARTIFACT}" in message
+    assert "`decisionctl record-evaluation --env dev --url <adapter serving the artifact>" in message

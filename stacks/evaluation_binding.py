@@ -1,0 +1,60 @@
+"""Synth's check that an environment's committed evaluation record is the evaluation of the artifact it deploys.
+
+Where the record binds (stacks/evaluation_config.py's read_binding finds no problem), the serving stack passes
+the evaluated manifest's sha256 to the model preflight and outputs the record's sha256. Where it does not, an
+environment with `enforce: refuse` and a real model checksum stops synth; any other gets a warning on its
+serving stack (an environment without an `evaluation` block too: it has no enforce setting to read).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from stacks.config import PLACEHOLDER_SHA256, ConfigError, EnvironmentConfig
+from stacks.evaluation_config import Binding, fix_command, read_binding
+
+WARNING_ID = "decision-endpoints:evaluation"
+
+
+class EvaluationError(ConfigError):
+    """The environment refuses to deploy an artifact its committed evaluation record does not evaluate."""
+
+
+def check_evaluation(config: EnvironmentConfig, root: Path) -> Binding | None:
+    """The binding of the environment's record (files read under `root`), None without a decision endpoint.
+
+    Raises EvaluationError where the record does not bind and the environment refuses that.
+    """
+    if not config.decision_endpoints:
+        return None
+    key = f"environments.{config.name}.evaluation"
+    evaluation = config.evaluation
+    if evaluation is None:
+        problem = (
+            f"{key} is not configured: add a suite of labeled cases and the record of the deployed artifact's "
+            f"evaluation on it (docs/deploy.md, `cdk.json` reference), recorded with {fix_command(config.name)}."
+        )
+        return Binding(None, None, (problem,))
+    binding = read_binding(root, config.name, evaluation, config.model.sha256)
+    if binding.problems and evaluation.enforce == "refuse" and config.model.sha256 != PLACEHOLDER_SHA256:
+        raise EvaluationError(
+            f"{key}.enforce is refuse, and the evaluation record is not that of the artifact "
+            f"environments.{config.name}.model names:\n  "
+            + "\n  ".join(binding.problems)
+            + f"\n  {key}: record the evaluation of the deployed artifact with {fix_command(config.name)}, commit "
+            "the record, synthesize again"
+        )
+    return binding
+
+
+def warn_unbound(serving: cdk.Stack, binding: Binding | None) -> None:
+    """One warning on the serving stack listing why the record does not bind; nothing where it does."""
+    if binding is None or not binding.problems:
+        return
+    cdk.Annotations.of(serving).add_warning_v2(
+        WARNING_ID,
+        "the evaluation record does not bind to the deployed artifact, so the model preflight does not check "
+        "the uploaded manifest against an evaluation: " + " ".join(binding.problems),
+    )

@@ -1,0 +1,167 @@
+"""An environment's evaluation (cdk.json `evaluation`) and its binding to the artifact: plain pydantic, no CDK.
+
+`decisionctl record-evaluation` writes the record, a JSON file in the repository, from a run of the suite
+against an adapter serving the artifact; synth reads it back here and checks that it is the evaluation of
+the model cdk.json deploys, on the suite as it is now. decisionctl imports this module too, so it
+imports neither aws_cdk nor anything that does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from stacks.config_base import FrozenConfig
+
+RECORD_SCHEMA = "decision-endpoints/evaluation/v1"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+RECORD_LIMIT_BYTES = 16 << 20  # a record holds one answer per case; far more than any suite needs
+
+
+class EvaluationTolerance(FrozenConfig):
+    """How far a deployed variant's answers may be from the record's and still count as the same model."""
+
+    probability: float = Field(
+        gt=0, le=1, description="Largest difference in any option's probability, in any case, against the record."
+    )
+    flips: int = Field(ge=0, description="Cases whose picked option may differ from the record's.")
+
+
+class DecisionGates(FrozenConfig):
+    """How much worse a candidate may be than the record before a review fails it; null: not gated."""
+
+    max_accuracy_drop_points: float | None = Field(ge=0, description="Accuracy drop allowed, percentage points.")
+    max_flips: int | None = Field(ge=0, description="Cases whose picked option may change.")
+    max_ece_rise: float | None = Field(ge=0, description="Rise in expected calibration error allowed.")
+    band_bound: bool = Field(
+        description="Fail when a band's error bound measured on the suite rises and is past the band's E."
+    )
+
+
+class EvaluationConfig(FrozenConfig):
+    """The suite of labeled cases and the record of the deployed artifact's evaluation on it."""
+
+    suite: str = Field(description="Repository-relative path of the suite (.jsonl), one labeled case a line.")
+    record: str = Field(description="Repository-relative path of the record (.json) decisionctl writes.")
+    enforce: Literal["warn", "refuse"] = Field(
+        description="What synth does when the record is not the deployed artifact's: warn, or refuse to synthesize."
+    )
+    tolerance: EvaluationTolerance
+    gates: DecisionGates
+
+    @field_validator("suite", "record")
+    @classmethod
+    def _repository_path(cls, value: str, info: ValidationInfo) -> str:
+        suffix = ".jsonl" if info.field_name == "suite" else ".json"
+        path = PurePosixPath(value)
+        if path.is_absolute() or "\\" in value or ".." in path.parts or not value.endswith(suffix):
+            raise ValueError(
+                f"must be a path relative to the repository root (where cdk.json is), without `..`, ending {suffix}"
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The record read for an environment: its sha256 and the evaluated manifest's, or why it does not bind."""
+
+    record_sha256: str | None
+    manifest_sha256: str | None
+    problems: tuple[str, ...]
+
+
+def fix_command(env_name: str) -> str:
+    return (
+        f"`decisionctl record-evaluation --env {env_name} --url <adapter serving the artifact> "
+        "--artifact <artifact dir>`"
+    )
+
+
+def read_binding(root: Path, env_name: str, evaluation: EvaluationConfig, model_sha256: str) -> Binding:
+    """Read the record and the suite under `root`; every problem is one sentence naming the key or path and its fix."""
+    key = f"environments.{env_name}.evaluation"
+    fix = fix_command(env_name)
+    problems: list[str] = []
+    suite_path = root / evaluation.suite
+    try:
+        suite_sha256: str | None = hashlib.sha256(suite_path.read_bytes()).hexdigest()
+    except OSError as e:
+        suite_sha256 = None
+        problems.append(
+            f"{key}.suite: {evaluation.suite} cannot be read ({e.strerror or e}): add the suite of labeled cases "
+            "there, or point suite at it."
+        )
+    record_path = root / evaluation.record
+    try:
+        data = record_path.read_bytes()
+    except OSError as e:
+        problems.append(
+            f"{key}.record: {evaluation.record} cannot be read ({e.strerror or e}): record the evaluation of the "
+            f"artifact this environment deploys with {fix}, and commit the record."
+        )
+        return Binding(None, None, tuple(problems))
+    record, malformed = _parse_record(data)
+    if record is None:
+        problems.append(
+            f"{key}.record: {evaluation.record} is not an evaluation record ({malformed}): record it again with {fix}."
+        )
+        return Binding(None, None, tuple(problems))
+    artifact, suite = record["artifact"], record["suite"]
+    if artifact["model_sha256"] != model_sha256:
+        problems.append(
+            f"{key}.record: {evaluation.record} evaluates the GGUF with sha256 {artifact['model_sha256']}, but "
+            f"environments.{env_name}.model.sha256 is {model_sha256}: record the evaluation of the model deployed "
+            f"with {fix}, and commit the record."
+        )
+    if suite["path"] != evaluation.suite:
+        problems.append(
+            f"{key}.record: {evaluation.record} was measured on the suite {suite['path']}, but {key}.suite is "
+            f"{evaluation.suite}: record the evaluation on that suite with {fix}."
+        )
+    elif suite_sha256 is not None and suite["sha256"] != suite_sha256:
+        problems.append(
+            f"{key}.record: {evaluation.suite} changed since {evaluation.record} was recorded (sha256 "
+            f"{suite_sha256}, the record's {suite['sha256']}): record the evaluation again with {fix}."
+        )
+    if problems:
+        return Binding(None, None, tuple(problems))
+    return Binding(hashlib.sha256(data).hexdigest(), artifact["manifest_sha256"], ())
+
+
+def _parse_record(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The record if its schema and the fields the binding reads are sound, else (None, what is wrong)."""
+    if len(data) > RECORD_LIMIT_BYTES:
+        return None, "over 16 MiB"
+    try:
+        record = json.loads(data)
+    except ValueError:
+        return None, "not JSON"
+    wrong = _malformed(record)
+    return (None, wrong) if wrong else (record, "")
+
+
+def _malformed(record: object) -> str:
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if record.get("schema") != RECORD_SCHEMA:
+        return f"schema is {record.get('schema')!r}, not {RECORD_SCHEMA!r}"
+    artifact, suite = record.get("artifact"), record.get("suite")
+    if not isinstance(artifact, dict) or not all(
+        isinstance(artifact.get(name), str) and _SHA256.match(artifact[name])
+        for name in ("model_sha256", "manifest_sha256")
+    ):
+        return "artifact needs model_sha256 and manifest_sha256, each 64 lowercase hex digits"
+    if (
+        not isinstance(suite, dict)
+        or not isinstance(suite.get("path"), str)
+        or not (isinstance(suite.get("sha256"), str) and _SHA256.match(suite["sha256"]))
+        or not (isinstance(suite.get("cases"), int) and not isinstance(suite.get("cases"), bool))
+    ):
+        return "suite needs path, a 64-hex sha256 and the number of cases"
+    return ""
