@@ -13,6 +13,7 @@ import json
 import os
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -223,3 +224,45 @@ def test_upload_puts_the_archive_and_the_manifest_beside_it(tmp_path) -> None:
         )
         stub.assert_no_pending_responses()
     assert "s3://models-bucket/tiny/v1/model.tar.gz already holds this archive" in again.actions
+
+
+def test_upload_puts_the_evaluation_of_this_manifest_beside_it_and_leaves_another_behind(tmp_path) -> None:
+    """Stand-in: botocore's Stubber plays S3. evaluation.json goes up only when it is this manifest's."""
+    gguf, sha = _fake_gguf(tmp_path)
+    out = tmp_path / "out"
+    local = package_model(gguf, expected_sha256=sha, source="s", license="MIT", out=out)
+    manifest = (out / "manifest.json").read_bytes()
+    client = _s3()
+
+    def upload(record: bytes, *, uploaded: bool) -> Any:
+        (out / "evaluation.json").write_bytes(record)
+        with Stubber(client) as stub:  # the archive is in S3 already: only the JSON files are put
+            stub.add_response("head_object", {"Metadata": {"sha256": local.tarball_sha256}, "ContentLength": 1})
+            for key, body in (("manifest.json", manifest), ("evaluation.json", record))[: 2 if uploaded else 1]:
+                stub.add_response(
+                    "put_object",
+                    {"ETag": '"1"'},
+                    expected_params={
+                        "Bucket": "models-bucket",
+                        "Key": f"tiny/v1/{key}",
+                        "Body": body,
+                        "ContentType": "application/json",
+                    },
+                )
+            packaged = package_model(
+                gguf,
+                expected_sha256=sha,
+                source="s",
+                license="MIT",
+                out=out,
+                upload="s3://models-bucket/tiny/v1/",
+                s3_client=client,
+            )
+            stub.assert_no_pending_responses()
+        return packaged
+
+    bound = json.dumps({"artifact": {"manifest_sha256": hashlib.sha256(manifest).hexdigest()}}).encode()
+    assert upload(bound, uploaded=True).uploaded[-1] == "s3://models-bucket/tiny/v1/evaluation.json"
+    stale = upload(json.dumps({"artifact": {"manifest_sha256": "0" * 64}}).encode(), uploaded=False)
+    assert "s3://models-bucket/tiny/v1/evaluation.json" not in stale.uploaded
+    assert any("evaluation of another manifest" in a for a in stale.actions)

@@ -2,7 +2,8 @@
 
 The checksum is checked before anything is written. Every step is idempotent: a second run with the
 same inputs changes nothing, and a calibration already written into the manifest for the same
-model file is kept.
+model file is kept. The upload puts the artifact's evaluation record (`decisionctl record-evaluation`) beside
+manifest.json when the directory holds one of this manifest.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import os
 import posixpath
 import re
@@ -31,6 +33,7 @@ from decision_adapter.manifest import (
 from tqdm import tqdm
 
 TARBALL = "model.tar.gz"
+EVALUATION_NAME = "evaluation.json"  # decisionctl.review.record.RECORD_NAME: the artifact's evaluation record
 GGUF_MAGIC = b"GGUF"
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _COPY_CHUNK = 8 * 1024 * 1024
@@ -276,3 +279,27 @@ def upload_artifacts(packaged: Packaged, bucket: str, key: str, *, s3_client: An
         ContentType="application/json",
     )
     packaged.uploaded += [f"s3://{bucket}/{key}", f"s3://{bucket}/{manifest_key}"]
+    _upload_evaluation(packaged, bucket, posixpath.dirname(key), s3_client)
+
+
+def _upload_evaluation(packaged: Packaged, bucket: str, prefix: str, s3_client: Any) -> None:
+    """Put the artifact's evaluation record (decisionctl record-evaluation) beside manifest.json, if the directory
+    holds one of this manifest; a record of another manifest stays behind, with a note."""
+    path = packaged.directory / EVALUATION_NAME
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    try:
+        evaluated = json.loads(data)["artifact"]["manifest_sha256"]
+    except (ValueError, KeyError, TypeError):
+        evaluated = None
+    manifest_sha256 = hashlib.sha256((packaged.directory / MANIFEST_NAME).read_bytes()).hexdigest()
+    if evaluated != manifest_sha256:
+        packaged.actions.append(
+            f"note: {path} is the evaluation of another manifest ({evaluated}); not uploaded: run "
+            "`decisionctl record-evaluation` against this artifact"
+        )
+        return
+    evaluation_key = posixpath.join(prefix, EVALUATION_NAME)
+    s3_client.put_object(Bucket=bucket, Key=evaluation_key, Body=data, ContentType="application/json")
+    packaged.uploaded.append(f"s3://{bucket}/{evaluation_key}")

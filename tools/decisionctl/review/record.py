@@ -24,9 +24,10 @@ from decisionctl.certification.policies import PolicyRefused, check_run_served
 from decisionctl.evaluation import metrics
 from decisionctl.evaluation.cases import Prediction
 from decisionctl.evaluation.comparison import IDENTITY_FIELDS
+from decisionctl.release.packaging import EVALUATION_NAME
 from stacks.evaluation_config import RECORD_SCHEMA as SCHEMA
 
-RECORD_NAME = "evaluation.json"  # beside manifest.json, in the artifact directory and in S3
+RECORD_NAME = EVALUATION_NAME  # beside manifest.json, in the artifact directory and in S3
 RUN_FIELDS = (*IDENTITY_FIELDS, "state_boundary")
 
 
