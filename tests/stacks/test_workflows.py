@@ -152,3 +152,72 @@ def test_no_stored_keys_and_third_party_actions_pinned_by_commit(deploy: dict[An
     uses = [s["uses"] for s in steps if "uses" in s and not s["uses"].startswith("./")]
     assert uses
     assert [u for u in uses if not PINNED.match(u)] == []
+
+
+def _index(steps: list[dict[str, Any]], found: str) -> int:
+    """The index of the one step whose `run:` (or `uses:`) holds `found`."""
+    (index,) = [i for i, s in enumerate(steps) if found in s.get("run", s.get("uses", ""))]
+    return index
+
+
+def test_prod_waits_for_the_deployed_check_and_the_decision_diff(deploy: dict[Any, Any]) -> None:
+    jobs = deploy["jobs"]
+    assert jobs["prod"]["needs"] == "prod-diff" and jobs["prod-diff"]["needs"] == "dev"
+    assert "decision diff" in (WORKFLOWS / "deploy.yml").read_text().split("\nname:")[0]  # the header says so
+    # dev: the check runs after Deploy, on success only, and its failure fails the job (so prod-diff never starts)
+    dev = jobs["dev"]["steps"]
+    check = _index(dev, ".venv/bin/decisionctl check-deployed")
+    assert check > _index(dev, "bin/cdk deploy")
+    step = dev[check]
+    assert "continue-on-error" not in step and "if" not in step
+    assert step["env"]["REGION"] == "${{ steps.synth.outputs.region }}"
+    assert '--outputs cdk-outputs.json --region "$REGION"' in step["run"] and '--env "$DEPLOY_ENV"' in step["run"]
+    assert "|| status=$?" in step["run"] and 'exit "$status"' in step["run"]
+    assert step["run"].index('>> "$GITHUB_STEP_SUMMARY"') < step["run"].index('exit "$status"')
+
+
+def test_prod_diff_diffs_the_served_record_before_the_approval(deploy: dict[Any, Any]) -> None:
+    steps = deploy["jobs"]["prod-diff"]["steps"]
+    assert steps[0]["uses"].startswith("actions/checkout@") and steps[0]["with"]["fetch-depth"] == 0
+    template, served, decided = (
+        _index(steps, "bin/cdk diff"),
+        _index(steps, ".venv/bin/decisionctl served-record"),
+        _index(steps, ".venv/bin/decisionctl decision-diff"),
+    )
+    upload = _index(steps, "actions/upload-artifact@")
+    assert template < served < decided < upload
+    assert (
+        steps[served]["id"] == "served" and '--stack "DecisionEndpoints-${DEPLOY_ENV}-Serving"' in steps[served]["run"]
+    )
+    run = steps[decided]["run"]
+    assert 'served-record.json "$RECORD" --env "$DEPLOY_ENV" --missing-base new' in run
+    assert steps[decided]["env"]["RECORD"] == "${{ steps.served.outputs.record }}"
+    assert 'exit "$status"' in run and '>> "$GITHUB_STEP_SUMMARY"' in run
+    for step in (steps[served], steps[decided]):
+        assert "continue-on-error" not in step and "if" not in step
+    assert {"decision-diff.json", "decision-diff.md", "served-record.json"} <= set(
+        steps[upload]["with"]["path"].split()
+    )
+    assert steps[upload]["if"] == "${{ !cancelled() && steps.diff.outcome == 'success' }}"
+    assert steps[template]["id"] == "diff"
+
+
+def test_pr_decision_diff_is_in_the_comment_and_a_failed_gate_fails_the_job() -> None:
+    synth = _load("synth.yml")
+    assert "evaluation/**" in synth[True]["pull_request"]["paths"]
+    steps = synth["jobs"]["synth"]["steps"]
+    template = _index(steps, "npx cdk diff")
+    decisions = _index(steps, ".venv/bin/decisionctl decision-diff")
+    comment = _index(steps, "gh pr comment")
+    gate = _index(steps, "exit 1\n")
+    upload = _index(steps, "actions/upload-artifact@")
+    assert template < decisions < comment < gate
+    step = steps[decisions]
+    assert step["id"] == "decisions" and "continue-on-error" not in step and "if" not in step
+    run = step["run"]
+    assert '"$base/$base_record" "$record" --env "$env" --missing-base new' in run
+    assert "cat decision-diff.md >> cdk-diff.md" in run and 'cat decision-diff.md >> "$GITHUB_STEP_SUMMARY"' in run
+    assert 'echo "failed=${failed[*]}" >> "$GITHUB_OUTPUT"' in run
+    # the gate step runs whenever an environment failed, even where the comment step is skipped (forks)
+    assert steps[gate]["if"] == "steps.decisions.outputs.failed != ''" and "continue-on-error" not in steps[gate]
+    assert steps[upload]["if"] == "always()" and "decision-diff-*.json" in steps[upload]["with"]["path"]
