@@ -18,7 +18,7 @@ from decisionctl.review import settings as review_settings
 
 NAME = "record-evaluation"
 HELP = "evaluate a packaged artifact on its environment's suite; write the record synth and deploys check"
-WORK_DIR = "evaluation-run"  # in the artifact directory: the resumable predictions, one folder per manifest
+WORK_DIR = "evaluation-run"  # in the artifact directory: the predictions, one folder per manifest (--resume)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cdk-json", default="cdk.json", metavar="PATH", help="the project's cdk.json (./cdk.json)")
     add_target(p)
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
-    p.add_argument("--restart", action="store_true", help="forget this artifact's earlier predictions")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the predictions an interrupted run of this artifact left (the same adapter, settings unchanged); "
+        "by default every case is scored again: a record must come from one run",
+    )
     add_retry(p)
 
 
@@ -62,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     endpoint = transport(args, max_connections=args.concurrency)
     try:
         scored = scoring.score_cases(
-            cases, endpoint, work, concurrency=args.concurrency, policy=retry_policy(args), restart=args.restart
+            cases, endpoint, work, concurrency=args.concurrency, policy=retry_policy(args), restart=not args.resume
         )
     except scoring.IdentityChanged as exc:
         say(str(exc))
@@ -70,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         endpoint.close()
     if scored.interrupted:
-        say("interrupted: run the same command again to score the rest")
+        say("interrupted: run the same command with --resume to score the rest")
         return 130
     if scored.errors or len(scored.predictions) != len(cases):
         for e in scored.errors[:5]:

@@ -180,7 +180,7 @@ def build(
             "model_file": manifest.model_file,
             "model_sha256": manifest.sha256,
             "manifest_sha256": sha256_bytes(manifest_bytes),
-            "calibration_sha256": manifest.calibration_sha256,
+            "calibration_sha256": manifest.calibration_sha256(),
             "policy_version": manifest.policy.version if manifest.policy else None,
         },
         "suite": {"path": suite_path, "sha256": sha256_bytes(suite_bytes), "cases": cases},
