@@ -33,6 +33,8 @@ Which token may take which role (the `sub` claim GitHub puts in a job's token):
   proceeds with the diff role's own credentials, which are in the stacks' account (this stack lives there). An
   approval-gated environment in another account than this stack's still diffs through its lookup role.
 
+The dev role may also describe and invoke dev's decision endpoints: stacks/deployed_check_access.py.
+
 Each role assumes only its environment's bootstrap roles, `cdk-<qualifier>-*` of its own qualifier;
 stacks/isolation.py refuses environments that would share them, and, once this stack is configured, any
 approval-gated environment not pinned to an account of its own (check_pipeline_accounts).
@@ -53,6 +55,7 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stacks.config import BOOTSTRAP_QUALIFIER, ConfigError
+from stacks.deployed_check_access import check_deployed_statement
 from stacks.isolation import check_isolation, check_pipeline_accounts, qualifier_of
 from stacks.nag import acknowledge
 
@@ -300,6 +303,9 @@ class GitHubDeployStack(cdk.Stack):
             ),
         )
         self._grant_bootstrap(role, target, BOOTSTRAP_ROLES)
+        if environment == BRANCH_ENVIRONMENT:  # decisionctl check-deployed, once the deployment is done
+            account = target.account or self.account
+            role.add_to_policy(check_deployed_statement(self.partition, target.region, account, environment))
         # dev's job references no GitHub environment (its trust above), so only a repository variable reaches it.
         where = (
             "a repository variable"

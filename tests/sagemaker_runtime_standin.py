@@ -45,8 +45,19 @@ class Seen:
 
 
 class SageMakerRuntimeStandIn:
-    def __init__(self, container_url: str, *, endpoint: str, region: str, variants: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        container_url: str,
+        *,
+        endpoint: str,
+        region: str,
+        variants: tuple[str, ...],
+        containers: dict[str, str] | None = None,
+    ) -> None:
+        """`containers`: a variant's own container URL (variants not named there, and the default, `container_url`),
+        as each production variant of an endpoint runs its own model and instances."""
         self.container_url, self.endpoint, self.region, self.variants = container_url, endpoint, region, variants
+        self.containers = dict(containers or {})
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
         outer = self
@@ -84,9 +95,10 @@ class SageMakerRuntimeStandIn:
             code, status, message = refused
             return status, self._aws_error_headers(code, request_id), json.dumps({"message": message}).encode()
         forwarded = {k: v for k, v in headers.items() if k in FORWARDED}
-        reply = httpx.post(self.container_url + "/invocations", content=body, headers=forwarded, timeout=60)
-        seen.container_status, seen.container_headers = reply.status_code, dict(reply.headers)
         variant = headers.get("x-amzn-sagemaker-target-variant", self.variants[0])
+        container = self.containers.get(variant, self.container_url)
+        reply = httpx.post(container + "/invocations", content=body, headers=forwarded, timeout=60)
+        seen.container_status, seen.container_headers = reply.status_code, dict(reply.headers)
         if 200 <= reply.status_code < 300:
             ok = {
                 "Content-Type": reply.headers.get("content-type", "application/json"),

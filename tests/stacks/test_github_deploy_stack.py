@@ -25,6 +25,7 @@ from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
 
 from app import build_app, stack_name
 from stacks.config import ConfigError
+from stacks.deployed_check_access import decision_endpoint_names
 from stacks.github_deploy_stack import (
     GITHUB_DEPLOY_STACK,
     GitHubDeployStack,
@@ -151,7 +152,14 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
     # prod's own stacks itself (the lookup role's ReadOnlyAccess would read the whole account, decision lines too).
     version = {"ReadCdkBootstrapVersion": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod")["ReadCdkBootstrapVersion"]}
     expected = {
-        "decision-endpoints-github-deploy-dev": _bootstrap(DEV_ACCOUNT, "us-west-2", "decdev"),
+        "decision-endpoints-github-deploy-dev": {
+            **_bootstrap(DEV_ACCOUNT, "us-west-2", "decdev"),
+            # check-deployed after dev's deployment: dev's own decision endpoints, by exact name
+            "CheckDeployedEndpoints": [
+                f"arn:aws:sagemaker:us-west-2:{DEV_ACCOUNT}:endpoint/decision-dev-{section}"
+                for section in ("cpu", "gpu")
+            ],
+        },
         "decision-endpoints-github-deploy-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod"),
         "decision-endpoints-github-diff-prod": {
             "ReadEnvironmentStacks": [
@@ -168,9 +176,11 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
         if "-diff-" in name:
             assert actions == {"ReadEnvironmentStacks": reads, "ReadCdkBootstrapVersion": {"ssm:GetParameter"}}
         else:
+            checks = {"CheckDeployedEndpoints": {"sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"}}
             assert actions == {
                 "AssumeCdkBootstrapRoles": {"sts:AssumeRole"},
                 "ReadCdkBootstrapVersion": {"ssm:GetParameter"},
+                **(checks if name.endswith("-dev") else {}),  # prod's deploy role invokes nothing
             }
         assert all(s["Effect"] == "Allow" for s in statements)
         resources = {s["Sid"]: sorted(_text(r) for r in _as_list(s["Resource"])) for s in statements}
@@ -185,6 +195,21 @@ def test_the_diff_roles_stacks_are_prods_and_only_prods() -> None:
     assert all(fnmatchcase(stack.format(stack_name("prod", part)), pattern) for part in ("Foundation", "Serving"))
     for other in (stack_name("dev", "Serving"), GITHUB_DEPLOY_STACK, "CDKToolkit-decprod"):
         assert not fnmatchcase(stack.format(other), pattern), other
+
+
+def test_the_dev_roles_endpoints_are_the_decision_endpoints_the_serving_stack_names(synthesized) -> None:
+    """decision_endpoint_names follows serving_stack.py: read off prod's synthesized Serving template (the pattern is
+    one for every environment), every decision endpoint is named, the chat endpoint is not."""
+    app, _, _ = synthesized
+    serving = json.loads((Path(app.outdir) / "DecisionEndpoints-prod-Serving.template.json").read_text())
+    names = {
+        r["Properties"]["EndpointName"]
+        for r in serving["Resources"].values()
+        if r["Type"] == "AWS::SageMaker::Endpoint" and "EndpointName" in r["Properties"]
+    }
+    decision = {n for n in names if n.startswith("decision-") and not n.endswith("-async")}
+    assert decision == set(decision_endpoint_names("prod")), names  # prod ships both cpu and gpu
+    assert not any(n.startswith("chat-") for n in decision_endpoint_names("prod"))
 
 
 def test_an_approval_gated_environment_in_another_account_diffs_through_its_lookup_role() -> None:
@@ -372,6 +397,7 @@ def test_no_principal_the_dev_pipeline_can_become_acts_on_prod(synthesized) -> N
     for statement in _statements(template, dev_id):
         for arn in (_text(r) for r in _as_list(statement["Resource"])):
             assert f":{DEV_ACCOUNT}:" in arn and PROD_ACCOUNT not in arn and "decprod" not in arn, arn
+            assert "-prod-" not in arn, arn  # check-deployed: dev's endpoints only, not prod's names in dev's account
     assumable = {
         _text(r) for s in _statements(template, dev_id) if s["Action"] == "sts:AssumeRole" for r in s["Resource"]
     }

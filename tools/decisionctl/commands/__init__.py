@@ -7,6 +7,7 @@ from types import ModuleType
 from decisionctl.commands import (
     batch,
     bench,
+    check_deployed,
     compare,
     decide,
     decision_diff,
@@ -16,6 +17,7 @@ from decisionctl.commands import (
     package_model,
     pin_images,
     record_evaluation,
+    served_record,
 )
 
 ALL: tuple[ModuleType, ...] = (
@@ -27,6 +29,8 @@ ALL: tuple[ModuleType, ...] = (
     compare,
     record_evaluation,
     decision_diff,
+    check_deployed,
+    served_record,
     outcomes,
     batch,
     pin_images,

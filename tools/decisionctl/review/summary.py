@@ -120,3 +120,68 @@ def new_record(record: Mapping[str, Any], *, title: str, base: str) -> str:
         f"{overall['cases']} cases, accuracy {_pct(overall['accuracy'])}, ECE {_num(overall['ece'])}, "
         f"Brier {_num(overall['brier'])}.\n"
     )
+
+
+def deployed_check(report: Mapping[str, Any], *, title: str) -> str:
+    """The deployed-variant check: one row per variant, then each failing variant's failures."""
+    artifact, tolerance = report["record"]["artifact"], report["tolerance"]
+    lines = [f"## {title}", ""]
+    lines.append("Every variant passes." if report["passed"] else "**Failed:** not every variant answers as recorded.")
+    lines += [
+        "",
+        f"Record `{report['record']['path']}` (sha256 `{_short(report['record']['sha256'])}`): model "
+        f"`{_short(artifact['model_sha256'])}`, manifest `{_short(artifact['manifest_sha256'])}`, policy "
+        f"{artifact['policy_version'] or 'none'}. Tolerance: {tolerance['probability']:g} in any option's "
+        f"probability, at most {tolerance['flips']} flipped answers.",
+        "",
+        "| endpoint | variant | result | cases | max delta | flips | instance types | hardware | llama.cpp build "
+        "| GPU layers | adapter |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    notes: list[str] = []
+    for endpoint in report["endpoints"]:
+        name = endpoint["endpoint"]
+        if endpoint["failures"] and not endpoint["variants"]:
+            lines.append(f"| `{name}` | | failed ({endpoint['status'] or 'not described'}) | | | | | | | | |")
+        notes += [f"- `{name}`: {f}" for f in endpoint["failures"]]
+        for v in endpoint["variants"]:
+            lines.append(
+                f"| `{name}` | {v['variant']} | {'pass' if v['passed'] else '**fail**'} | {v.get('cases', 0)} | "
+                f"{_num(v.get('max_delta'), 4)} | {len(v.get('flips', []))} | {v.get('instance_types') or ''} | "
+                f"{_hardware(v.get('hardware'))} | {v.get('llama_cpp_build') or ''} | {_opt(v.get('n_gpu_layers'))} | "
+                f"{v.get('adapter') or ''} |"
+            )
+            notes += [f"- `{name}` / {v['variant']}: {f}" for f in v["failures"]]
+            notes += _flipped(name, v)
+            if v.get("run_changes"):
+                changed = ", ".join(f"`{k}`" for k in v["run_changes"])
+                notes.append(
+                    f"- `{name}` / {v['variant']}: run identity differs from the record's in {changed} (noted)"
+                )
+        notes += [f"- `{name}` / {n['variant']}: not checked, {n['why']}" for n in endpoint.get("not_checked", [])]
+    lines.append("")
+    if notes:
+        lines += ["### Notes", "", *notes, ""]
+    return "\n".join(lines) + "\n"
+
+
+def _hardware(hardware: Mapping[str, Any] | None) -> str:
+    if not hardware:
+        return ""
+    gpus = hardware.get("gpus") or []
+    if gpus:
+        return ", ".join(str(g.get("name") if isinstance(g, Mapping) else g) for g in gpus)
+    return str(hardware.get("cpu") or "")
+
+
+def _opt(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _flipped(endpoint: str, variant: Mapping[str, Any]) -> list[str]:
+    flips = variant.get("flips") or []
+    return [
+        f"- `{endpoint}` / {variant['variant']}: `{f['id']}` flipped: record {f['base']['picked']} "
+        f"({_probs(f['base']['probs'])}), variant {f['new']['picked']} ({_probs(f['new']['probs'])})"
+        for f in flips[:MAX_LISTED]
+    ]

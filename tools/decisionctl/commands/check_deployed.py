@@ -1,0 +1,98 @@
+"""decisionctl check-deployed: every production variant of an environment's deployed decision endpoints scored on the
+suite and held to the evaluation record."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from decisionctl.commands.options import EXIT_FAILED, add_retry, retry_policy, say
+from decisionctl.evaluation.cases import CaseError, load_cases
+from decisionctl.review import deployed, summary
+from decisionctl.review import record as records
+from decisionctl.review import settings as review_settings
+from decisionctl.transport import DEFAULT_TIMEOUT_S, RealTimeEndpointTransport, Transport
+
+NAME = "check-deployed"
+HELP = "score each deployed variant on the suite; fail if it is not the recorded artifact within the tolerance"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Describe each decision endpoint (it must be InService) and score the suite cdk.json names for --env on "
+        "every production variant (TargetVariant), from scratch. A variant fails when a case is not scored, when "
+        "its run identity names another model, calibration or policy than the record "
+        "(environments.<env>.evaluation.record), when any case's probabilities move more than "
+        "tolerance.probability from the record's, or when more than tolerance.flips picks flip. Shadow variants "
+        "are listed, not checked. Prints Markdown; exits 1 when a variant fails."
+    )
+    p.add_argument("--env", required=True, help="the environment in cdk.json whose suite, record and tolerance to use")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--endpoint", action="append", metavar="NAME", help="a SageMaker endpoint to check (repeat for more)"
+    )
+    target.add_argument(
+        "--outputs",
+        metavar="PATH",
+        help="cdk deploy --outputs-file's JSON: the decision endpoints of DecisionEndpoints-<env>-Serving",
+    )
+    p.add_argument("--region", help="AWS region of the endpoints (default: from the AWS configuration)")
+    p.add_argument("--cdk-json", default="cdk.json", metavar="PATH", help="the project's cdk.json (./cdk.json)")
+    p.add_argument(
+        "--out",
+        default="check-deployed",
+        metavar="DIR",
+        help="predictions per endpoint and variant, OUT/<endpoint>/<variant> (default ./check-deployed)",
+    )
+    p.add_argument("--json", metavar="PATH", help="write the full report here")
+    p.add_argument("--markdown", metavar="PATH", help="also write the Markdown here")
+    p.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for one answer (default %(default)s)"
+    )
+    add_retry(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    import boto3
+
+    def transport_for(endpoint: str, variant: str) -> Transport:
+        return RealTimeEndpointTransport(endpoint, region=args.region, timeout_s=args.timeout, target_variant=variant)
+
+    return check(args, sagemaker=boto3.client("sagemaker", region_name=args.region), transport_for=transport_for)
+
+
+def check(args: argparse.Namespace, *, sagemaker: Any, transport_for: deployed.TransportFor) -> int:
+    """The check with the clients given (run builds them; tests pass stand-ins)."""
+    settings = review_settings.load(Path(args.cdk_json), args.env)
+    try:
+        cases = load_cases(settings.suite)
+    except (CaseError, OSError) as exc:
+        raise ValueError(f"{settings.suite}: {exc}") from None
+    try:
+        record = records.read(settings.record)
+        endpoints = args.endpoint or deployed.endpoints_from_outputs(Path(args.outputs), args.env)
+    except (records.RecordError, deployed.DeployedError) as exc:
+        say(str(exc))
+        return EXIT_FAILED
+    report = deployed.check(
+        endpoints,
+        environment=args.env,
+        record_path=settings.record,
+        record=record,
+        cases=cases,
+        tolerance=settings.evaluation.tolerance,
+        sagemaker=sagemaker,
+        transport_for=transport_for,
+        out=Path(args.out),
+        policy=retry_policy(args),
+        say=say,
+    )
+    text = summary.deployed_check(report, title=f"Deployed variants: {args.env}")
+    print(text, end="")
+    if args.markdown:
+        Path(args.markdown).write_text(text, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return 0 if report["passed"] else EXIT_FAILED

@@ -1,0 +1,254 @@
+"""The deployed-variant check: each production variant of a deployed decision endpoint scored on the suite, held to
+the evaluation record.
+
+A variant passes when it serves the recorded artifact (model, calibration, policy) and answers every case of the
+suite within the environment's tolerance of the record: no option's probability further off than
+tolerance.probability, no more picks flipped than tolerance.flips. Hardware and llama.cpp builds are expected to
+differ from the record's run: they are reported, and fail only through the answers they move.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from decisionctl.evaluation import scoring
+from decisionctl.evaluation.cases import Case
+from decisionctl.review import decision_diff
+from decisionctl.review import record as records
+from decisionctl.transport import RetryPolicy, Transport
+from stacks.evaluation_config import EvaluationTolerance
+
+IN_SERVICE = "InService"
+# The decision sections' outputs of the Serving stack (serving_stack.py: f"{section.capitalize()}EndpointName").
+# ChatEndpointName is left out: the chat endpoint is llama-server generating text, with no decision route to score.
+DECISION_OUTPUTS = ("CpuEndpointName", "GpuEndpointName")
+REPORTED = ("instance_types", "hardware", "llama_cpp_build", "n_gpu_layers", "adapter")  # from x_run, per variant
+MAX_ERRORS_SHOWN = 5
+
+TransportFor = Callable[[str, str], Transport]  # (endpoint, variant) -> a transport to that variant
+
+
+class DeployedError(ValueError):
+    """What to check cannot be found: no such stack in the outputs file, or no decision endpoint in it."""
+
+
+def serving_stack(environment: str) -> str:
+    """The Serving stack's name (app.stack_name(environment, "Serving"); app.py is not imported: it pulls the CDK)."""
+    return f"DecisionEndpoints-{environment}-Serving"
+
+
+def endpoints_from_outputs(path: Path, environment: str) -> list[str]:
+    """The decision endpoints' names in the file `cdk deploy --outputs-file` writes ({stack: {output: value}})."""
+    try:
+        outputs = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DeployedError(f"{path}: not readable as cdk deploy's outputs file ({exc})") from exc
+    stack = serving_stack(environment)
+    if not isinstance(outputs, dict) or not isinstance(outputs.get(stack), dict):
+        known = ", ".join(sorted(outputs)) if isinstance(outputs, dict) else "none"
+        raise DeployedError(f"{path}: no outputs of stack {stack} (stacks there: {known or 'none'})")
+    names = [str(outputs[stack][key]) for key in DECISION_OUTPUTS if key in outputs[stack]]
+    if not names:
+        raise DeployedError(f"{path}: stack {stack} has no decision endpoint ({' or '.join(DECISION_OUTPUTS)})")
+    return names
+
+
+def artifact_mismatches(identity: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
+    """Where the variant's run identity says it serves another artifact than the recorded one, one sentence each."""
+    artifact, run = record["artifact"], record.get("run") or {}
+    wanted = {
+        "model_sha256": artifact.get("model_sha256"),
+        "calibration": run.get("calibration"),
+        "policy": artifact.get("policy_version"),
+    }
+    return [
+        f"serves another artifact: {field} {json.dumps(identity.get(field), sort_keys=True)}, the record's "
+        f"{json.dumps(value, sort_keys=True)}"
+        for field, value in wanted.items()
+        if identity.get(field) != value
+    ]
+
+
+def compare(
+    record: Mapping[str, Any],
+    cases: Sequence[Case],
+    scored: scoring.Run,
+    tolerance: EvaluationTolerance,
+) -> dict[str, Any]:
+    """A scored variant against the record: its deltas, flips, run-identity changes and failures, JSON-ready."""
+    identity = scored.identity or {}
+    recorded = record["answers"]
+    digests = {c.id: scoring.case_digest(c) for c in cases}
+    answers = {p.id: records.answer(p, digests[p.id], None, None) for p in scored.predictions}
+    failures: list[str] = []
+    if scored.errors or len(answers) != len(cases):
+        shown = "; ".join(f"{e['id']}: {e['error']}" for e in scored.errors[:MAX_ERRORS_SHOWN])
+        failures.append(
+            f"{len(cases) - len(answers)} of {len(cases)} cases not scored" + (f" ({shown})" if shown else "")
+        )
+    failures += artifact_mismatches(identity, record)
+    unrecorded = [cid for cid in answers if cid not in recorded]
+    if unrecorded:
+        failures.append(f"{len(unrecorded)} cases of the suite are not in the record (record again): {unrecorded}")
+    reworded = [cid for cid in answers if cid in recorded and recorded[cid].get("case_sha256") != digests[cid]]
+    if reworded:
+        failures.append(f"{len(reworded)} cases differ from the recorded ones (the suite changed): {reworded}")
+    deltas: dict[str, float] = {}
+    for cid, a in answers.items():
+        if cid in recorded:
+            d = decision_diff.max_delta(recorded[cid], a)
+            if d is None:
+                failures.append(f"case {cid}: its options are not the recorded ones")
+            else:
+                deltas[cid] = d
+    past = sorted((cid for cid, d in deltas.items() if d > tolerance.probability), key=lambda c: (-deltas[c], c))
+    over = [{"id": cid, "delta": deltas[cid]} for cid in past]
+    if over:
+        listed = ", ".join(f"{row['id']} ({row['delta']:.4f})" for row in over)
+        failures.append(
+            f"{len(over)} cases moved more than {tolerance.probability:g} in one option's probability: {listed}"
+        )
+    flipped = decision_diff.flips({cid: recorded[cid] for cid in deltas}, answers)
+    if len(flipped) > tolerance.flips:
+        failures.append(
+            f"{len(flipped)} answers flipped, more than {tolerance.flips}: {', '.join(f['id'] for f in flipped)}"
+        )
+    run = record.get("run") or {}
+    return {
+        **{k: identity.get(k) for k in REPORTED},
+        "run_changes": {
+            k: {"record": run.get(k), "variant": identity.get(k)}
+            for k in records.RUN_FIELDS
+            if k in run and run.get(k) != identity.get(k)
+        },
+        "cases": len(answers),
+        "max_delta": max(deltas.values()) if deltas else None,
+        "over_tolerance": over,
+        "flips": flipped,
+        "errors": scored.errors,
+        "failures": failures,
+        "passed": not failures,
+    }
+
+
+def check_variant(
+    endpoint: str,
+    variant: str,
+    *,
+    record: Mapping[str, Any],
+    cases: Sequence[Case],
+    tolerance: EvaluationTolerance,
+    transport: Transport,
+    out: Path,
+    policy: RetryPolicy | None = None,
+) -> dict[str, Any]:
+    """Score the suite on one variant (TargetVariant) from scratch and compare it with the record."""
+    try:
+        scored = scoring.score_cases(cases, transport, out, restart=True, policy=policy)
+    except scoring.IdentityChanged as exc:  # its instances serve different models or calibrations
+        return {"endpoint": endpoint, "variant": variant, "failures": [str(exc)], "passed": False}
+    finally:
+        transport.close()
+    if scored.interrupted:
+        raise KeyboardInterrupt
+    return {"endpoint": endpoint, "variant": variant, **compare(record, cases, scored, tolerance)}
+
+
+def check_endpoint(
+    endpoint: str,
+    *,
+    sagemaker: Any,
+    transport_for: TransportFor,
+    record: Mapping[str, Any],
+    cases: Sequence[Case],
+    tolerance: EvaluationTolerance,
+    out: Path,
+    policy: RetryPolicy | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """describe_endpoint, then every production variant checked; shadow variants listed as not checked (SageMaker
+    invokes them only with a copy of production traffic: InvokeEndpoint's TargetVariant cannot name them)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        described = sagemaker.describe_endpoint(EndpointName=endpoint)
+    except (ClientError, BotoCoreError) as exc:
+        return {"endpoint": endpoint, "status": None, "failures": [f"describe_endpoint: {exc}"], "variants": []}
+    status = described.get("EndpointStatus")
+    shadows = [v["VariantName"] for v in described.get("ShadowProductionVariants") or []]
+    result: dict[str, Any] = {
+        "endpoint": endpoint,
+        "status": status,
+        "endpoint_config": described.get("EndpointConfigName"),
+        "not_checked": [{"variant": v, "why": "shadow variant (TargetVariant cannot invoke it)"} for v in shadows],
+        "failures": [],
+        "variants": [],
+    }
+    if status != IN_SERVICE:
+        result["failures"].append(f"endpoint {endpoint} is {status}, not {IN_SERVICE}: nothing was scored")
+        return result
+    for variant in (v["VariantName"] for v in described.get("ProductionVariants") or []):
+        say(f"{endpoint} / {variant}: scoring {len(cases)} cases")
+        checked = check_variant(
+            endpoint,
+            variant,
+            record=record,
+            cases=cases,
+            tolerance=tolerance,
+            transport=transport_for(endpoint, variant),
+            out=out / endpoint / variant,
+            policy=policy,
+        )
+        for failure in checked["failures"]:
+            say(f"{endpoint} / {variant}: {failure}")
+        result["variants"].append(checked)
+    if not result["variants"]:
+        result["failures"].append(f"endpoint {endpoint} has no production variant")
+    return result
+
+
+def check(
+    endpoints: Sequence[str],
+    *,
+    environment: str,
+    record_path: Path,
+    record: Mapping[str, Any],
+    cases: Sequence[Case],
+    tolerance: EvaluationTolerance,
+    sagemaker: Any,
+    transport_for: TransportFor,
+    out: Path,
+    policy: RetryPolicy | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Every endpoint's variants against the record: the full report, JSON-ready; `passed` when all pass."""
+    checked = [
+        check_endpoint(
+            name,
+            sagemaker=sagemaker,
+            transport_for=transport_for,
+            record=record,
+            cases=cases,
+            tolerance=tolerance,
+            out=out,
+            policy=policy,
+            say=say,
+        )
+        for name in endpoints
+    ]
+    passed = all(not e["failures"] and all(v["passed"] for v in e["variants"]) for e in checked)
+    return {
+        "environment": environment,
+        "record": {
+            "path": str(record_path),
+            "sha256": records.sha256_bytes(record_path.read_bytes()),
+            "artifact": record["artifact"],
+            "suite": record.get("suite"),
+        },
+        "tolerance": {"probability": tolerance.probability, "flips": tolerance.flips},
+        "endpoints": checked,
+        "passed": passed,
+    }
