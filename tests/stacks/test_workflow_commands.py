@@ -183,7 +183,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Records]:
             (work / "evaluation").mkdir(exist_ok=True)
             (work / "evaluation" / "support-suite.jsonl").write_text(suite, encoding="utf-8")
             argv = [DECISIONCTL, "record-evaluation", "--env=dev", f"--artifact={artifact}", f"--url={adapter.url}"]
-            result = subprocess.run([*argv, "--restart"], cwd=work, capture_output=True, text=True, check=False)
+            result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
             assert result.returncode == 0, result.stdout + result.stderr
             made.append((work / "evaluation" / "dev.json").read_bytes())
         region = json.loads((ROOT / "cdk.json").read_text())["context"]["environments"]["dev"]["region"]
