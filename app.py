@@ -15,9 +15,17 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import DEFAULT_ENVIRONMENT, ConfigError, EnvironmentConfig, load_environment
+from stacks.deployed_check_access import CheckRoleTrust
 from stacks.evaluation_binding import check_evaluation, warn_unbound
 from stacks.foundation_stack import FoundationStack
-from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, load_github
+from stacks.github_deploy_stack import (
+    BRANCH_ENVIRONMENT,
+    GITHUB_DEPLOY_STACK,
+    GitHubDeploy,
+    GitHubDeployStack,
+    load_github,
+    role_name,
+)
 from stacks.isolation import check_isolation
 from stacks.placeholders import ALLOW_PLACEHOLDERS, allowed, refuse_placeholders
 from stacks.serving_stack import ServingStack
@@ -49,6 +57,7 @@ def build_app(
     evaluation = check_evaluation(config, root or ROOT)  # the committed record evaluates the deployed artifact
     # Account-agnostic unless pinned: synth needs no credentials, deploy uses the caller's account.
     env = cdk.Environment(account=config.account, region=config.region)
+    github = load_github(app.node.try_get_context("github"), app.node.try_get_context("environments"))
 
     foundation = FoundationStack(
         app, stack_name(config.name, "Foundation"), config=config, env=env, synthesizer=_synthesizer(config)
@@ -60,11 +69,11 @@ def build_app(
         env=env,
         foundation=foundation,
         evaluation=evaluation,
+        deployed_check=_deployed_check(github, config.name),
         synthesizer=_synthesizer(config),
     )
     _warn_placeholders(config, serving)
     warn_unbound(serving, evaluation)
-    github = load_github(app.node.try_get_context("github"), app.node.try_get_context("environments"))
     if github is not None:  # the account's one-time CI set-up (docs/deploy.md); environment-agnostic
         GitHubDeployStack(app, GITHUB_DEPLOY_STACK, config=github)
 
@@ -75,6 +84,15 @@ def build_app(
     for key, value in sorted(config.tags.items()):
         tags.add(key, value)
     return app
+
+
+def _deployed_check(github: GitHubDeploy | None, environment: str) -> CheckRoleTrust | None:
+    """Who may assume the environment's deployed-check role: only the pipeline's branch-deployed environment has one,
+    for its GitHub role in the GitHub stack's account (stacks/deployed_check_access.py)."""
+    if github is None or environment != BRANCH_ENVIRONMENT:
+        return None
+    # Unpinned only where the branch environment is itself the GitHub stack's home: then both are in one account.
+    return CheckRoleTrust(account=github.home_target.account, github_role=role_name(environment))
 
 
 def _synthesizer(config: EnvironmentConfig) -> cdk.IStackSynthesizer | None:

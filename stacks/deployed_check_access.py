@@ -1,26 +1,43 @@
-"""What the branch environment's GitHub deploy role may call for `decisionctl check-deployed` after its deployment:
-describe and invoke that environment's decision endpoints, by exact name, and nothing else.
+"""How `decisionctl check-deployed` reaches the branch environment's decision endpoints after its deployment.
 
 SageMaker addresses an endpoint by name within the caller's own account and honours no endpoint policy for a direct
-InvokeEndpoint (an endpoint policy admits other accounts only through an inference router), so the statement
-reaches the endpoints only where they are in the role's account; an environment pinned to another account than
-the GitHub stack's needs credentials there for the check.
+InvokeEndpoint (an endpoint policy admits other accounts only through an inference router), so the dev GitHub role,
+which lives in the GitHub stack's account (prod's), cannot describe or invoke dev's endpoints in dev's account
+itself. Instead dev's Serving stack creates, where `context.github` is set, a role of dev's own account,
+`decision-dev-deployed-check` (`DeployedCheckRole`): trusted by the GitHub stack's account only for the dev GitHub
+role (`aws:PrincipalArn`), for an hour, allowed to describe and invoke exactly dev's decision endpoints by name and
+nothing else. The dev GitHub role may assume exactly that role besides its bootstrap roles
+(`assume_check_role_statement`), and the workflow chains to it (aws-actions/configure-aws-credentials,
+`role-chaining: true`, `role-skip-session-tagging: true`: neither side allows sts:TagSession) with the ARN the
+Serving stack outputs as `DeployedCheckRoleArn`. Nothing here may change an endpoint, read its logs or its data.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from constructs import Construct
 
 from stacks.config import IMAGE_FLAVOURS
 
 CHECK_DEPLOYED_ACTIONS = ("sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint")
 SID = "CheckDeployedEndpoints"
+ASSUME_SID = "AssumeDeployedCheckRole"
+CHECK_ROLE_OUTPUT = "DeployedCheckRoleArn"  # the workflow reads it from cdk deploy's outputs file
+SESSION_HOURS = 1  # the most a chained role session may last; the check takes minutes
 
 
 def decision_endpoint_names(environment: str) -> list[str]:
     """Every decision endpoint an environment may have, as serving_stack.py names them (decision-<env>-<section>);
     not the chat endpoint, which answers no decision, nor the asynchronous one, which InvokeEndpoint cannot call."""
     return [f"decision-{environment}-{section}" for section in IMAGE_FLAVOURS]
+
+
+def check_role_name(environment: str) -> str:
+    """Fixed, so that the GitHub stack can name the role's ARN without a reference across accounts."""
+    return f"decision-{environment}-deployed-check"
 
 
 def check_deployed_statement(partition: str, region: str, account: str, environment: str) -> iam.PolicyStatement:
@@ -33,3 +50,45 @@ def check_deployed_statement(partition: str, region: str, account: str, environm
             for name in decision_endpoint_names(environment)
         ],
     )
+
+
+def assume_check_role_statement(partition: str, account: str, environment: str) -> iam.PolicyStatement:
+    """For the GitHub role: assume exactly `environment`'s deployed-check role in `account`, the environment's own."""
+    return iam.PolicyStatement(
+        sid=ASSUME_SID,
+        actions=["sts:AssumeRole"],
+        resources=[f"arn:{partition}:iam::{account}:role/{check_role_name(environment)}"],
+    )
+
+
+@dataclass(frozen=True)
+class CheckRoleTrust:
+    """Who may assume an environment's deployed-check role: `github_role` of the GitHub stack's account `account`
+    (None: the environment's own account, where the GitHub stack then lives too; github_deploy_stack.home_target)."""
+
+    account: str | None
+    github_role: str
+
+
+class DeployedCheckRole(Construct):
+    """`decision-<env>-deployed-check`: the environment's GitHub role describes and invokes its decision endpoints
+    through it (the module docstring says why a role of the environment's own account)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, environment: str, trust: CheckRoleTrust) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        account = trust.account or stack.account
+        # The account as principal, narrowed to the one role by aws:PrincipalArn: an ArnPrincipal of the role itself
+        # would make IAM reject this trust policy while the GitHub stack (and so the role) does not exist yet.
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=check_role_name(environment),
+            description=f"decisionctl check-deployed from the GitHub deploy workflow: {environment}'s decision "
+            "endpoints, describe and invoke only",
+            max_session_duration=cdk.Duration.hours(SESSION_HOURS),
+            assumed_by=iam.AccountPrincipal(account).with_conditions(
+                {"ArnEquals": {"aws:PrincipalArn": f"arn:{stack.partition}:iam::{account}:role/{trust.github_role}"}}
+            ),
+        )
+        self.role.add_to_policy(check_deployed_statement(stack.partition, stack.region, stack.account, environment))

@@ -21,6 +21,7 @@ from stacks.batch_transform import BatchTransformJobs
 from stacks.config import IMAGE_FLAVOURS, EnvironmentConfig
 from stacks.data_capture import capture_config, grant_capture
 from stacks.decision_shift import DecisionShiftAlarms
+from stacks.deployed_check_access import CHECK_ROLE_OUTPUT, CheckRoleTrust, DeployedCheckRole
 from stacks.dlc_registry import console_domain
 from stacks.endpoint import ServingEndpoint
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
@@ -85,6 +86,7 @@ class ServingStack(cdk.Stack):
         env: cdk.Environment,
         foundation: FoundationStack,
         evaluation: Binding | None = None,
+        deployed_check: CheckRoleTrust | None = None,
         synthesizer: cdk.IStackSynthesizer | None = None,
     ) -> None:
         super().__init__(
@@ -133,6 +135,17 @@ class ServingStack(cdk.Stack):
                 "EvaluationRecordSha256",
                 value=bound.record_sha256,
                 description=f"sha256 of {record}, the evaluation record of the artifact this stack serves",
+            )
+        self.deployed_check: DeployedCheckRole | None = None
+        if deployed_check is not None:  # the pipeline's decisionctl check-deployed, from the GitHub stack's account
+            self.deployed_check = DeployedCheckRole(
+                self, "DeployedCheck", environment=config.name, trust=deployed_check
+            )
+            cdk.CfnOutput(
+                self,
+                CHECK_ROLE_OUTPUT,
+                value=self.deployed_check.role.role_arn,
+                description=f"Role the deploy workflow chains to for `decisionctl check-deployed --env {config.name}`",
             )
         self.image_build: ImageBuild | None = None
         images: dict[str, BuiltImage] = {}

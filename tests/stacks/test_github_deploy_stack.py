@@ -39,6 +39,7 @@ OWNER, REPO = "example-org", "decision-endpoints"
 HOST = "token.actions.githubusercontent.com"
 PROD_ACCOUNT, PROD_REGION = "111122223333", "eu-west-1"
 DEV_ACCOUNT = "444455556666"  # with the pipeline, every environment has an account of its own (stacks/isolation.py)
+CHECK_ROLE_ARN = f"arn:aws:iam::{DEV_ACCOUNT}:role/decision-dev-deployed-check"  # dev's Serving stack makes it
 # The one subject each role trusts: dev only a job on main without a GitHub environment, prod only a job
 # of the GitHub environment prod (which its reviewers approved). One role trusting both let any run on
 # main take prod's credentials without the approval.
@@ -154,11 +155,8 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
     expected = {
         "decision-endpoints-github-deploy-dev": {
             **_bootstrap(DEV_ACCOUNT, "us-west-2", "decdev"),
-            # check-deployed after dev's deployment: dev's own decision endpoints, by exact name
-            "CheckDeployedEndpoints": [
-                f"arn:aws:sagemaker:us-west-2:{DEV_ACCOUNT}:endpoint/decision-dev-{section}"
-                for section in ("cpu", "gpu")
-            ],
+            # check-deployed after dev's deployment: the role of dev's account that may call dev's endpoints
+            "AssumeDeployedCheckRole": [CHECK_ROLE_ARN],
         },
         "decision-endpoints-github-deploy-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod"),
         "decision-endpoints-github-diff-prod": {
@@ -176,11 +174,11 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
         if "-diff-" in name:
             assert actions == {"ReadEnvironmentStacks": reads, "ReadCdkBootstrapVersion": {"ssm:GetParameter"}}
         else:
-            checks = {"CheckDeployedEndpoints": {"sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"}}
+            checks = {"AssumeDeployedCheckRole": {"sts:AssumeRole"}}
             assert actions == {
                 "AssumeCdkBootstrapRoles": {"sts:AssumeRole"},
                 "ReadCdkBootstrapVersion": {"ssm:GetParameter"},
-                **(checks if name.endswith("-dev") else {}),  # prod's deploy role invokes nothing
+                **(checks if name.endswith("-dev") else {}),  # prod's deploy role checks nothing
             }
         assert all(s["Effect"] == "Allow" for s in statements)
         resources = {s["Sid"]: sorted(_text(r) for r in _as_list(s["Resource"])) for s in statements}
@@ -210,6 +208,47 @@ def test_the_dev_roles_endpoints_are_the_decision_endpoints_the_serving_stack_na
     decision = {n for n in names if n.startswith("decision-") and not n.endswith("-async")}
     assert decision == set(decision_endpoint_names("prod")), names  # prod ships both cpu and gpu
     assert not any(n.startswith("chat-") for n in decision_endpoint_names("prod"))
+
+
+def test_only_the_dev_role_may_assume_a_role_besides_its_bootstrap_and_only_devs_check_role(synthesized) -> None:
+    """check-deployed runs with decision-dev-deployed-check of dev's account (SageMaker invokes only the caller's
+    account's endpoints): the dev role may assume exactly it besides its bootstrap roles, no prod role any."""
+    _, template, _ = synthesized
+    assumable = {
+        name: {
+            _text(r)
+            for s in _statements(template, role_id)
+            if "sts:AssumeRole" in _as_list(s["Action"])
+            for r in _as_list(s["Resource"])
+        }
+        for name, (role_id, _) in _roles(template).items()
+    }
+    bootstrap = {
+        name: set(_bootstrap(account, region, qualifier)["AssumeCdkBootstrapRoles"])
+        for name, (account, region, qualifier) in {
+            "decision-endpoints-github-deploy-dev": (DEV_ACCOUNT, "us-west-2", "decdev"),
+            "decision-endpoints-github-deploy-prod": (PROD_ACCOUNT, PROD_REGION, "decprod"),
+        }.items()
+    }
+    assert assumable["decision-endpoints-github-deploy-dev"] - bootstrap["decision-endpoints-github-deploy-dev"] == {
+        CHECK_ROLE_ARN
+    }
+    assert assumable["decision-endpoints-github-deploy-prod"] == bootstrap["decision-endpoints-github-deploy-prod"]
+    assert assumable["decision-endpoints-github-diff-prod"] == set()
+    # No role calls an endpoint itself: from this account it could not reach dev's.
+    assert not any(
+        "sagemaker:" in json.dumps(s["Action"])
+        for role_id, _ in _roles(template).values()
+        for s in _statements(template, role_id)
+    )
+
+
+def test_prods_serving_stack_has_no_check_role(synthesized) -> None:
+    """Only the branch-deployed environment is checked by the pipeline's unapproved job; prod has no such role."""
+    app, _, _ = synthesized
+    serving = json.loads((Path(app.outdir) / "DecisionEndpoints-prod-Serving.template.json").read_text())
+    assert "deployed-check" not in json.dumps(serving)
+    assert "DeployedCheckRoleArn" not in serving.get("Outputs", {})
 
 
 def test_an_approval_gated_environment_in_another_account_diffs_through_its_lookup_role() -> None:
@@ -397,9 +436,12 @@ def test_no_principal_the_dev_pipeline_can_become_acts_on_prod(synthesized) -> N
     for statement in _statements(template, dev_id):
         for arn in (_text(r) for r in _as_list(statement["Resource"])):
             assert f":{DEV_ACCOUNT}:" in arn and PROD_ACCOUNT not in arn and "decprod" not in arn, arn
-            assert "-prod-" not in arn, arn  # check-deployed: dev's endpoints only, not prod's names in dev's account
+            assert "-prod-" not in arn, arn  # check-deployed: dev's check role only, not prod's name in dev's account
     assumable = {
-        _text(r) for s in _statements(template, dev_id) if s["Action"] == "sts:AssumeRole" for r in s["Resource"]
+        _text(r)
+        for s in _statements(template, dev_id)
+        if s["Action"] == "sts:AssumeRole"
+        for r in _as_list(s["Resource"])
     }
     assert assumable and all(arn.split(":")[4] == DEV_ACCOUNT for arn in assumable)
 
