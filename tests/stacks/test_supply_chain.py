@@ -7,7 +7,9 @@ entry fails it. It is shown to catch both on small bad samples, so a pass means 
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,59 @@ def test_the_check_accepts_a_pinned_sample(tmp_path: Path) -> None:
     assert findings(sample, tmp_path / "sample.yml") == [
         "sample.yml: good.lock has entries without a hash: ['fastapi==0.165.0']"
     ]
+
+
+def test_the_cdk_lock_holds_everything_decisionctl_imports() -> None:
+    """The workflows' review steps run decisionctl from the checkout (setup-cdk puts its source on the path) on what
+    the lock installs: every distribution a module reachable from decisionctl imports (the adapter's data modules,
+    the client package and the stacks' plain modules among them), and all they require, must be pinned there."""
+    from importlib.metadata import packages_distributions, requires
+
+    from packaging.requirements import Requirement
+
+    from tests.adapter.test_import_graph import GRAPH, MODULES, PACKAGES
+
+    reached, todo = set(), [m for m in MODULES if m.startswith("decisionctl")]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(GRAPH[module])
+    names, optional = set(), set()
+    for module in reached:
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        names |= _imported_names(tree)
+        for node in ast.walk(tree):  # `try: import x / except ImportError:` is a fallback, not a requirement
+            if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
+                optional |= set().union(*(_imported_names(n) for n in [*node.body, *node.handlers]))
+    names -= set(sys.stdlib_module_names) | set(PACKAGES) | {"__future__"} | optional
+    distributions = packages_distributions()
+    assert {n for n in names if n not in distributions} == set()  # every import resolves to an installed distribution
+    needed, todo = set(), sorted({d for n in names for d in distributions[n]})
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in needed:
+            continue
+        needed.add(name)
+        for line in requires(name) or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    locked = pins(ROOT / ".github" / "actions" / "setup-cdk" / "requirements.lock")
+    assert needed - set(locked) == set()
+
+
+def _imported_names(tree: ast.AST) -> set[str]:
+    """The top-level names of the absolute imports under `tree`."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(c, ast.Name) and c.id in ("ImportError", "ModuleNotFoundError") for c in caught)

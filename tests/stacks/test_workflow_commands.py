@@ -38,6 +38,7 @@ REWORDED = ("noul-refund-02", "Please refund my money, I want it back now.", Tru
 SHIFTED = "noul-spam-01"  # the case test (c) edits in the record to test the tolerance gate
 LOOSE = {"max_accuracy_drop_points": None, "max_flips": None, "max_ece_rise": None, "band_bound": False}
 ENDPOINT, VARIANT = "decision-dev-cpu", "AllTraffic"  # stacks/endpoint.py VARIANT_NAME
+CHECK_ROLE = "arn:aws:iam::444455556666:role/decision-dev-deployed-check"  # stacks/deployed_check_access.py
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
     "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
@@ -348,7 +349,11 @@ def dev_check(tmp: Path, records: Records, record: bytes) -> tuple[subprocess.Co
     commit(repo, files, "deployed")
     outputs = {
         "DecisionEndpoints-dev-Foundation": {"ModelBucketName": "decision-dev-models"},
-        serving("dev"): {"CpuEndpointName": ENDPOINT, "EvaluationRecordSha256": "ab" * 32},
+        serving("dev"): {
+            "CpuEndpointName": ENDPOINT,
+            "EvaluationRecordSha256": "ab" * 32,
+            "DeployedCheckRoleArn": CHECK_ROLE,
+        },
     }
     (repo / "cdk-outputs.json").write_text(json.dumps(outputs), encoding="utf-8")
     control = AwsControlStandIn(records.region, endpoints={ENDPOINT: [VARIANT]})
@@ -358,6 +363,9 @@ def dev_check(tmp: Path, records: Records, record: bytes) -> tuple[subprocess.Co
     env = job_env(tmp, AWS_ENDPOINT_URL_SAGEMAKER=control.url, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME=runtime.url)
     run = Runner(repo, env, {"steps.synth.outputs.region": records.region}, workflow("deploy.yml"), "dev")
     try:
+        role = run.run("The deployed-variant check's role (the Serving stack's DeployedCheckRoleArn, in dev's account)")
+        assert role.returncode == 0, role.stderr
+        assert run.values["steps.check-role.outputs.arn"] == CHECK_ROLE  # what the chained credentials step assumes
         result = run.run("Check each deployed variant against the evaluation")
     finally:
         control.close()
@@ -367,6 +375,14 @@ def dev_check(tmp: Path, records: Records, record: bytes) -> tuple[subprocess.Co
     assert len(invoked) >= len(CASES)
     assert {s.headers.get("x-amzn-sagemaker-target-variant") for s in invoked} == {VARIANT}
     return result, run
+
+
+def test_dev_check_role_step_stops_without_the_output(tmp_path: Path) -> None:
+    repo = new_repo(tmp_path / "checkout")
+    (repo / "cdk-outputs.json").write_text(json.dumps({serving("dev"): {"CpuEndpointName": ENDPOINT}}))
+    run = Runner(repo, job_env(tmp_path), {}, workflow("deploy.yml"), "dev")
+    result = run.run("The deployed-variant check's role (the Serving stack's DeployedCheckRoleArn, in dev's account)")
+    assert result.returncode == 1 and "no DeployedCheckRoleArn output" in result.stdout
 
 
 def test_dev_check_passes_a_variant_that_reproduces_the_record(tmp_path: Path, records: Records) -> None:

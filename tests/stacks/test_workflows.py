@@ -71,7 +71,7 @@ def test_dev_deploys_on_main_and_prod_after_approval(deploy: dict[Any, Any]) -> 
 
 # job -> (its environment, the role variable it assumes, the steps it runs in order)
 JOBS = {
-    "dev": ("dev", role_variable("dev"), ["synth", "credentials", "diff", "deploy"]),
+    "dev": ("dev", role_variable("dev"), ["synth", "credentials", "diff", "deploy", "chained"]),
     "prod-diff": ("prod", diff_role_variable("prod"), ["synth", "credentials", "diff", "artifact"]),
     "prod": ("prod", role_variable("prod"), ["synth", "credentials", "deploy"]),
 }
@@ -86,7 +86,13 @@ def test_each_job_preflights_then_assumes_its_role(deploy: dict[Any, Any], job_n
     kinds = []
     for step in job["steps"]:
         uses, run = step.get("uses", ""), step.get("run", "")
-        if uses.startswith("aws-actions/configure-aws-credentials@"):
+        if uses.startswith("aws-actions/configure-aws-credentials@") and step["with"].get("role-chaining"):
+            # the deployed-variant check's role in dev's account, chained from the deploy role's session
+            kinds.append("chained")
+            assert step["with"]["role-to-assume"] == "${{ steps.check-role.outputs.arn }}"
+            assert step["with"]["role-skip-session-tagging"] is True  # its trust grants no sts:TagSession
+            assert not {"aws-access-key-id", "aws-secret-access-key"} & set(step["with"])
+        elif uses.startswith("aws-actions/configure-aws-credentials@"):
             kinds.append("credentials")
             assert step["with"]["role-to-assume"].startswith(f"${{{{ vars.{variable} }}}}")
             assert not {"aws-access-key-id", "aws-secret-access-key"} & set(step["with"])
@@ -167,7 +173,10 @@ def test_prod_waits_for_the_deployed_check_and_the_decision_diff(deploy: dict[An
     # dev: the check runs after Deploy, on success only, and its failure fails the job (so prod-diff never starts)
     dev = jobs["dev"]["steps"]
     check = _index(dev, ".venv/bin/decisionctl check-deployed")
-    assert check > _index(dev, "bin/cdk deploy")
+    role = _index(dev, "DeployedCheckRoleArn")
+    assert _index(dev, "bin/cdk deploy") < role < check
+    chained = [i for i, s in enumerate(dev) if s.get("with", {}).get("role-chaining")]
+    assert chained == [check - 1] and dev[role]["id"] == "check-role"  # the check runs as dev's check role
     step = dev[check]
     assert "continue-on-error" not in step and "if" not in step
     assert step["env"]["REGION"] == "${{ steps.synth.outputs.region }}"
