@@ -20,6 +20,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from stacks.config_base import FrozenConfig
 
 RECORD_SCHEMA = "decision-endpoints/evaluation/v1"
+RECORD_OUTPUT = "EvaluationRecordSha256"  # the Serving stack's output: the sha256 of the record it serves
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 RECORD_LIMIT_BYTES = 16 << 20  # a record holds one answer per case; far more than any suite needs
 

@@ -25,7 +25,7 @@ from stacks.deployed_check_access import CHECK_ROLE_OUTPUT, CheckRoleTrust, Depl
 from stacks.dlc_registry import console_domain
 from stacks.endpoint import ServingEndpoint
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
-from stacks.evaluation_config import Binding
+from stacks.evaluation_config import RECORD_OUTPUT, Binding
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.invoker_access import InvokerPolicy
@@ -132,7 +132,7 @@ class ServingStack(cdk.Stack):
         if bound is not None and bound.record_sha256 is not None:  # the prod-diff job finds the record served by it
             cdk.CfnOutput(
                 self,
-                "EvaluationRecordSha256",
+                RECORD_OUTPUT,
                 value=bound.record_sha256,
                 description=f"sha256 of {record}, the evaluation record of the artifact this stack serves",
             )

@@ -8,6 +8,7 @@ from typing import Any
 
 from decisionctl.commands.options import EXIT_FAILED, say
 from decisionctl.review import served
+from stacks.evaluation_config import RECORD_OUTPUT
 
 NAME = "served-record"
 HELP = "write the evaluation record a deployed stack serves (by its EvaluationRecordSha256), found in git history"
@@ -15,7 +16,7 @@ HELP = "write the evaluation record a deployed stack serves (by its EvaluationRe
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
-        f"Read the output {served.RECORD_OUTPUT} of --stack and write the version of --record in the git history "
+        f"Read the output {RECORD_OUTPUT} of --stack and write the version of --record in the git history "
         "whose bytes have that sha256 to --out: the base a decision diff compares a candidate with. Where the stack "
         "does not exist or has no such output, nothing is served yet: nothing is written and the exit status is 0 "
         "(decision-diff --missing-base new then reports the candidate alone). Exits 1 when no version in the "
@@ -37,7 +38,7 @@ def write(args: argparse.Namespace, *, cloudformation: Any) -> int:
     """The command with the client given (run builds it; tests pass a stubbed one)."""
     sha256 = served.served_sha256(cloudformation, args.stack)
     if sha256 is None:
-        say(f"{args.stack} serves no recorded evaluation yet (no stack or no {served.RECORD_OUTPUT}): nothing written")
+        say(f"{args.stack} serves no recorded evaluation yet (no stack or no {RECORD_OUTPUT}): nothing written")
         return 0
     try:
         revision, data = served.version_with(Path(args.record), sha256)

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from decisionctl.review import record as records
-
-RECORD_OUTPUT = "EvaluationRecordSha256"  # the Serving stack's output (stacks/serving_stack.py)
+from stacks.evaluation_config import RECORD_OUTPUT
 
 
 class ServedError(ValueError):
