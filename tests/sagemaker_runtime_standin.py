@@ -52,12 +52,14 @@ class SageMakerRuntimeStandIn:
         endpoint: str,
         region: str,
         variants: tuple[str, ...],
-        containers: dict[str, str] | None = None,
+        containers: dict[str, str | list[str]] | None = None,
     ) -> None:
         """`containers`: a variant's own container URL (variants not named there, and the default, `container_url`),
-        as each production variant of an endpoint runs its own model and instances."""
+        as each production variant of an endpoint runs its own model and instances; a list of URLs is an instance
+        pool, its instances taking the variant's requests in turn."""
         self.container_url, self.endpoint, self.region, self.variants = container_url, endpoint, region, variants
-        self.containers = dict(containers or {})
+        self.containers = {v: [u] if isinstance(u, str) else list(u) for v, u in (containers or {}).items()}
+        self.turns: dict[str, int] = {}
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
         outer = self
@@ -96,7 +98,10 @@ class SageMakerRuntimeStandIn:
             return status, self._aws_error_headers(code, request_id), json.dumps({"message": message}).encode()
         forwarded = {k: v for k, v in headers.items() if k in FORWARDED}
         variant = headers.get("x-amzn-sagemaker-target-variant", self.variants[0])
-        container = self.containers.get(variant, self.container_url)
+        with self.lock:
+            instances = self.containers.get(variant, [self.container_url])
+            turn = self.turns[variant] = self.turns.get(variant, -1) + 1
+        container = instances[turn % len(instances)]
         reply = httpx.post(container + "/invocations", content=body, headers=forwarded, timeout=60)
         seen.container_status, seen.container_headers = reply.status_code, dict(reply.headers)
         if 200 <= reply.status_code < 300:

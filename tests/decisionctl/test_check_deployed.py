@@ -106,15 +106,20 @@ def sagemaker_stub(*responses: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Adapters A and B on one private model copy, the stand-in runtime routing AllTraffic to A and Gpu to B, and
-    the record written by record-evaluation against A."""
+    """Adapters A and B on one private model copy, the stand-in runtime routing AllTraffic to A, Gpu to B and Pool
+    to both in turn, and the record written by record-evaluation against A."""
     require_model()
     tmp = tmp_path_factory.mktemp("check-deployed")
     model = copy_model(tmp / "model")
     a = start_adapter(tmp / "a", model_dir=model)
-    b = start_adapter(tmp / "b", model_dir=model, env={"DECISION_ORDER_DEBIAS": "off"})
+    # B also runs one thread (A two): another kind of instance, as its x_run hardware reports
+    b = start_adapter(tmp / "b", model_dir=model, env={"DECISION_ORDER_DEBIAS": "off", "SM_LLAMA_CPP_THREADS": "1"})
     runtime = SageMakerRuntimeStandIn(
-        a.url, endpoint=ENDPOINT, region=REGION, variants=("AllTraffic", "Gpu"), containers={"Gpu": b.url}
+        a.url,
+        endpoint=ENDPOINT,
+        region=REGION,
+        variants=("AllTraffic", "Gpu", "Pool"),
+        containers={"Gpu": b.url, "Pool": [a.url, b.url]},  # Pool: an instance pool of A and B, taking turns
     )
     cdk_json = _cdk_json(tmp / "project")
     argv = ["record-evaluation", "--env", "dev", "--url", a.url, "--artifact", str(model), "--cdk-json", str(cdk_json)]
@@ -284,3 +289,28 @@ def test_an_endpoint_not_in_service_fails_and_nothing_is_scored(tmp_path: Path) 
     )
     assert result["failures"] == [f"endpoint {ENDPOINT} is Updating, not InService: nothing was scored"]
     assert result["variants"] == []
+
+
+@pytest.mark.model
+def test_a_pool_variant_names_each_kind_of_instance_and_the_cases_the_other_kind_moved(served: dict[str, Any]) -> None:
+    """Pool stands in for an instance pool whose instances differ: its requests alternate between A (the record's
+    adapter, two threads) and B (one thread, another debias mode). Cases are sent one at a time in the suite's
+    order, so the odd ones reach B; the cases past the tolerance must be exactly B's cases that B moved past it."""
+    code, report, markdown = _run(served, "pool", described(["Pool"]))
+    pool = _variant(report, "Pool")
+    assert {k["hardware"]["threads"]: k["cases"] for k in pool["hardware_seen"]} == {2: 5, 1: 5}
+    record = json.loads((served["cdk_json"].parent / "evaluation" / "dev.json").read_text())
+    cases = load_cases(served["cdk_json"].parent / "evaluation" / "suite.jsonl")
+    moved = _direct(served["b"].url, cases)
+    on_b = {c.id for i, c in enumerate(cases) if i % 2 == 1}
+    past = {
+        cid
+        for cid, entry in record["answers"].items()
+        if cid in on_b
+        and max(abs(p - moved[cid][o]) for o, p in zip(entry["options"], entry["probs"], strict=True))
+        > TOLERANCE["probability"]
+    }
+    assert past  # B moved at least one of its cases past the tolerance
+    assert {row["id"] for row in pool["over_tolerance"]} == past
+    assert all(row["hardware"]["threads"] == 1 for row in pool["over_tolerance"])
+    assert code == 1 and "Pool: answered by 2 kinds of instance" in markdown

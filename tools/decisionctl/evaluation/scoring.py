@@ -94,6 +94,7 @@ class Run:
     errors: list[dict[str, Any]] = field(default_factory=list)
     identity: dict[str, Any] | None = None
     interrupted: bool = False
+    hardware: dict[str, dict[str, Any]] = field(default_factory=dict)  # per case sent: the x_run hardware that answered
 
 
 def _score(transport: Transport, case: Case, policy: RetryPolicy) -> tuple[Case, Reply]:
@@ -108,6 +109,11 @@ def _read(case: Case, reply: Reply) -> tuple[Prediction, RunRecord | None]:
         return prediction_from_response(case, response, reply.latency_s), response.x_run
     except KeyError as exc:
         raise ValueError(f"no probability for option {exc}") from exc
+
+
+def _hardware_of(case: Case, served: RunRecord | None) -> dict[str, dict[str, Any]]:
+    """{case id: the hardware that answered it}: an instance pool's variant answers from more than one kind."""
+    return {case.id: served.hardware.model_dump(mode="json")} if served is not None else {}
 
 
 def _saved_fingerprint(identity: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -168,6 +174,7 @@ def score_cases(
                 run.errors.append({"id": case.id, "status": reply.status, "error": f"unreadable answer: {exc}"})
                 continue
             served = run_fingerprint(served_run)
+            run.hardware.update(_hardware_of(case, served_run))
             if expected is None:
                 expected = served
                 run.identity = served_run.model_dump(mode="json") if served_run else {}

@@ -105,7 +105,7 @@ def compare(
             else:
                 deltas[cid] = d
     past = sorted((cid for cid, d in deltas.items() if d > tolerance.probability), key=lambda c: (-deltas[c], c))
-    over = [{"id": cid, "delta": deltas[cid]} for cid in past]
+    over = [{"id": cid, "delta": deltas[cid], "hardware": scored.hardware.get(cid)} for cid in past]
     if over:
         listed = ", ".join(f"{row['id']} ({row['delta']:.4f})" for row in over)
         failures.append(
@@ -119,6 +119,7 @@ def compare(
     run = record.get("run") or {}
     return {
         **{k: identity.get(k) for k in REPORTED},
+        "hardware_seen": hardware_seen(scored.hardware),
         "run_changes": {
             k: {"record": run.get(k), "variant": identity.get(k)}
             for k in records.RUN_FIELDS
@@ -132,6 +133,15 @@ def compare(
         "failures": failures,
         "passed": not failures,
     }
+
+
+def hardware_seen(by_case: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The kinds of hardware that answered a variant's cases, most cases first: a pool's variant may show several."""
+    kinds: dict[str, list[str]] = {}
+    for cid, hardware in by_case.items():
+        kinds.setdefault(json.dumps(hardware, sort_keys=True), []).append(cid)
+    ranked = sorted(kinds.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [{"hardware": json.loads(kind), "cases": len(ids)} for kind, ids in ranked]
 
 
 def check_variant(

@@ -152,6 +152,7 @@ def deployed_check(report: Mapping[str, Any], *, title: str) -> str:
                 f"{v.get('adapter') or ''} |"
             )
             notes += [f"- `{name}` / {v['variant']}: {f}" for f in v["failures"]]
+            notes += _pool(name, v)
             notes += _flipped(name, v)
             if v.get("run_changes"):
                 changed = ", ".join(f"`{k}`" for k in v["run_changes"])
@@ -163,6 +164,19 @@ def deployed_check(report: Mapping[str, Any], *, title: str) -> str:
     if notes:
         lines += ["### Notes", "", *notes, ""]
     return "\n".join(lines) + "\n"
+
+
+def _pool(endpoint: str, variant: Mapping[str, Any]) -> list[str]:
+    """A variant whose cases were answered by more than one kind of hardware (an instance pool), kind by kind."""
+    seen = variant.get("hardware_seen") or []
+    if len(seen) < 2:
+        return []
+    kinds = "; ".join(f"{_hardware(k['hardware'])} ({_threads(k['hardware'])}): {k['cases']} cases" for k in seen)
+    return [f"- `{endpoint}` / {variant['variant']}: answered by {len(seen)} kinds of instance: {kinds}"]
+
+
+def _threads(hardware: Mapping[str, Any]) -> str:
+    return f"{hardware.get('threads')} threads, {hardware.get('logical_cpus')} CPUs"
 
 
 def _hardware(hardware: Mapping[str, Any] | None) -> str:
