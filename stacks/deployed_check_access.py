@@ -14,13 +14,12 @@ Serving stack outputs as `DeployedCheckRoleArn`. Nothing here may change an endp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
-
-from stacks.config import IMAGE_FLAVOURS
 
 CHECK_DEPLOYED_ACTIONS = ("sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint")
 SID = "CheckDeployedEndpoints"
@@ -29,27 +28,9 @@ CHECK_ROLE_OUTPUT = "DeployedCheckRoleArn"  # the workflow reads it from cdk dep
 SESSION_HOURS = 1  # the most a chained role session may last; the check takes minutes
 
 
-def decision_endpoint_names(environment: str) -> list[str]:
-    """Every decision endpoint an environment may have, as serving_stack.py names them (decision-<env>-<section>);
-    not the chat endpoint, which answers no decision, nor the asynchronous one, which InvokeEndpoint cannot call."""
-    return [f"decision-{environment}-{section}" for section in IMAGE_FLAVOURS]
-
-
 def check_role_name(environment: str) -> str:
     """Fixed, so that the GitHub stack can name the role's ARN without a reference across accounts."""
     return f"decision-{environment}-deployed-check"
-
-
-def check_deployed_statement(partition: str, region: str, account: str, environment: str) -> iam.PolicyStatement:
-    """Describe and invoke exactly `environment`'s decision endpoints in `account` and `region`."""
-    return iam.PolicyStatement(
-        sid=SID,
-        actions=list(CHECK_DEPLOYED_ACTIONS),
-        resources=[
-            f"arn:{partition}:sagemaker:{region}:{account}:endpoint/{name}"
-            for name in decision_endpoint_names(environment)
-        ],
-    )
 
 
 def assume_check_role_statement(partition: str, account: str, environment: str) -> iam.PolicyStatement:
@@ -74,7 +55,15 @@ class DeployedCheckRole(Construct):
     """`decision-<env>-deployed-check`: the environment's GitHub role describes and invokes its decision endpoints
     through it (the module docstring says why a role of the environment's own account)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, environment: str, trust: CheckRoleTrust) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment: str,
+        trust: CheckRoleTrust,
+        endpoint_names: Sequence[str],
+    ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         account = trust.account or stack.account
@@ -91,4 +80,14 @@ class DeployedCheckRole(Construct):
                 {"ArnEquals": {"aws:PrincipalArn": f"arn:{stack.partition}:iam::{account}:role/{trust.github_role}"}}
             ),
         )
-        self.role.add_to_policy(check_deployed_statement(stack.partition, stack.region, stack.account, environment))
+        # the endpoints the stack made, by name, as the invoker policy names them (stacks/invoker_access.py)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid=SID,
+                actions=list(CHECK_DEPLOYED_ACTIONS),
+                resources=[
+                    stack.format_arn(service="sagemaker", resource="endpoint", resource_name=name)
+                    for name in endpoint_names
+                ],
+            )
+        )

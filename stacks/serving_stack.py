@@ -136,17 +136,6 @@ class ServingStack(cdk.Stack):
                 value=bound.record_sha256,
                 description=f"sha256 of {record}, the evaluation record of the artifact this stack serves",
             )
-        self.deployed_check: DeployedCheckRole | None = None
-        if deployed_check is not None:  # the pipeline's decisionctl check-deployed, from the GitHub stack's account
-            self.deployed_check = DeployedCheckRole(
-                self, "DeployedCheck", environment=config.name, trust=deployed_check
-            )
-            cdk.CfnOutput(
-                self,
-                CHECK_ROLE_OUTPUT,
-                value=self.deployed_check.role.role_arn,
-                description=f"Role the deploy workflow chains to for `decisionctl check-deployed --env {config.name}`",
-            )
         self.image_build: ImageBuild | None = None
         images: dict[str, BuiltImage] = {}
         if decision:
@@ -184,6 +173,21 @@ class ServingStack(cdk.Stack):
             grant_dlc_pull(endpoint.role, self, config.dlc)
             endpoint.role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
         self._bulk(images)
+        self.deployed_check: DeployedCheckRole | None = None
+        if deployed_check is not None and decision:  # the pipeline's check-deployed, from the GitHub stack's account
+            self.deployed_check = DeployedCheckRole(
+                self,
+                "DeployedCheck",
+                environment=config.name,
+                trust=deployed_check,
+                endpoint_names=[self.endpoints[section].endpoint.endpoint_name for section in decision],
+            )
+            cdk.CfnOutput(
+                self,
+                CHECK_ROLE_OUTPUT,
+                value=self.deployed_check.role.role_arn,
+                description=f"Role the deploy workflow chains to for `decisionctl check-deployed --env {config.name}`",
+            )
         self.invoker: InvokerPolicy | None = None
         if config.invoker_access is not None:
             self.invoker = InvokerPolicy(

@@ -34,13 +34,19 @@ IDENTITY_LOGGED = (
 
 
 async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response:
+    response, _ = await answered(s, body, route)
+    return JSONResponse(response.model_dump(exclude_none=True))
+
+
+async def answered(s: ModelService, body: DecisionRequest, route: str) -> tuple[DecisionResponse, DecisionOutcome]:
+    """One decision request answered (its model checked, its decision line written): the response and the outcome
+    it was made from (OpenAI's route reads the outcome's token counts too)."""
     check_model(body, s.served_names)
     request_id = uuid.uuid4().hex
     t0 = time.perf_counter()
     outcome = await s.decide(body, request_id=request_id, route=route)
     latency_ms = (time.perf_counter() - t0) * 1e3
-    response = respond(s, body, outcome, request_id=request_id, route=route, latency_ms=latency_ms)
-    return JSONResponse(response.model_dump(exclude_none=True))
+    return respond(s, body, outcome, request_id=request_id, route=route, latency_ms=latency_ms), outcome
 
 
 def check_model(body: DecisionRequest, served_names: set[str]) -> None:

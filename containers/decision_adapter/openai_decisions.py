@@ -13,8 +13,6 @@ probability on the option labels. Any other action, abstentions on a confidence 
 
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -272,12 +270,5 @@ def wire(decision: Decision) -> dict[str, Any]:
 async def decide(s: ModelService, body: DecisionCreate, route: str) -> Response:
     """The System One route's work (handlers.decide) on the translated request, answered in OpenAI's shape."""
     translated = to_decision_request(body)
-    handlers.check_model(translated.request, s.served_names)
-    request_id = uuid.uuid4().hex
-    t0 = time.perf_counter()
-    outcome = await s.decide(translated.request, request_id=request_id, route=route)
-    latency_ms = (time.perf_counter() - t0) * 1e3
-    response = handlers.respond(
-        s, translated.request, outcome, request_id=request_id, route=route, latency_ms=latency_ms
-    )
+    response, outcome = await handlers.answered(s, translated.request, route)
     return JSONResponse(wire(decision_of(translated, response, outcome)))

@@ -25,7 +25,6 @@ from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
 
 from app import build_app, stack_name
 from stacks.config import ConfigError
-from stacks.deployed_check_access import decision_endpoint_names
 from stacks.github_deploy_stack import (
     GITHUB_DEPLOY_STACK,
     GitHubDeployStack,
@@ -193,21 +192,6 @@ def test_the_diff_roles_stacks_are_prods_and_only_prods() -> None:
     assert all(fnmatchcase(stack.format(stack_name("prod", part)), pattern) for part in ("Foundation", "Serving"))
     for other in (stack_name("dev", "Serving"), GITHUB_DEPLOY_STACK, "CDKToolkit-decprod"):
         assert not fnmatchcase(stack.format(other), pattern), other
-
-
-def test_the_dev_roles_endpoints_are_the_decision_endpoints_the_serving_stack_names(synthesized) -> None:
-    """decision_endpoint_names follows serving_stack.py: read off prod's synthesized Serving template (the pattern is
-    one for every environment), every decision endpoint is named, the chat endpoint is not."""
-    app, _, _ = synthesized
-    serving = json.loads((Path(app.outdir) / "DecisionEndpoints-prod-Serving.template.json").read_text())
-    names = {
-        r["Properties"]["EndpointName"]
-        for r in serving["Resources"].values()
-        if r["Type"] == "AWS::SageMaker::Endpoint" and "EndpointName" in r["Properties"]
-    }
-    decision = {n for n in names if n.startswith("decision-") and not n.endswith("-async")}
-    assert decision == set(decision_endpoint_names("prod")), names  # prod ships both cpu and gpu
-    assert not any(n.startswith("chat-") for n in decision_endpoint_names("prod"))
 
 
 def test_only_the_dev_role_may_assume_a_role_besides_its_bootstrap_and_only_devs_check_role(synthesized) -> None:

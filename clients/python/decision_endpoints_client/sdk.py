@@ -21,28 +21,16 @@ def sagemaker_client(endpoint_name: str, *, region: str | None = None, **options
     (retry, model, headers, ...) plus the transport's (target_variant, async_input_location, client)."""
     from typesafe_sdk import TypeSafeClient
 
-    transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
-    transport = SageMakerTransport(endpoint_name, region=region, **transport_options)
-    return TypeSafeClient(
-        api_key=options.pop("api_key", SIGV4_PLACEHOLDER_KEY),
-        base_url=options.pop("base_url", base_url(endpoint_name)),
-        transport=transport,
-        **options,
-    )
+    transport, options = _split(SageMakerTransport, endpoint_name, region, options, base_url(endpoint_name))
+    return TypeSafeClient(transport=transport, **options)
 
 
 def async_sagemaker_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
     """As `sagemaker_client`, a `typesafe_sdk.AsyncTypeSafeClient`."""
     from typesafe_sdk import AsyncTypeSafeClient
 
-    transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
-    transport = AsyncSageMakerTransport(endpoint_name, region=region, **transport_options)
-    return AsyncTypeSafeClient(
-        api_key=options.pop("api_key", SIGV4_PLACEHOLDER_KEY),
-        base_url=options.pop("base_url", base_url(endpoint_name)),
-        transport=transport,
-        **options,
-    )
+    transport, options = _split(AsyncSageMakerTransport, endpoint_name, region, options, base_url(endpoint_name))
+    return AsyncTypeSafeClient(transport=transport, **options)
 
 
 def openai_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
@@ -52,14 +40,8 @@ def openai_client(endpoint_name: str, *, region: str | None = None, **options: A
     import httpx2
     from openai import OpenAI
 
-    transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
-    transport = SageMakerTransport(endpoint_name, region=region, **transport_options)
-    return OpenAI(
-        api_key=options.pop("api_key", SIGV4_PLACEHOLDER_KEY),
-        base_url=options.pop("base_url", openai_base_url(endpoint_name)),
-        http_client=httpx2.Client(transport=transport),
-        **options,
-    )
+    transport, options = _split(SageMakerTransport, endpoint_name, region, options, openai_base_url(endpoint_name))
+    return OpenAI(http_client=httpx2.Client(transport=transport), **options)
 
 
 def async_openai_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
@@ -67,14 +49,22 @@ def async_openai_client(endpoint_name: str, *, region: str | None = None, **opti
     import httpx2
     from openai import AsyncOpenAI
 
+    transport, options = _split(AsyncSageMakerTransport, endpoint_name, region, options, openai_base_url(endpoint_name))
+    return AsyncOpenAI(http_client=httpx2.AsyncClient(transport=transport), **options)
+
+
+def _split(
+    transport_class: type[SageMakerTransport] | type[AsyncSageMakerTransport],
+    endpoint_name: str,
+    region: str | None,
+    options: dict[str, Any],
+    default_base_url: str,
+) -> tuple[Any, dict[str, Any]]:
+    """The transport built from its options, and the client's own options with the placeholder key and the base
+    URL filled in where the caller gave none."""
     transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
-    transport = AsyncSageMakerTransport(endpoint_name, region=region, **transport_options)
-    return AsyncOpenAI(
-        api_key=options.pop("api_key", SIGV4_PLACEHOLDER_KEY),
-        base_url=options.pop("base_url", openai_base_url(endpoint_name)),
-        http_client=httpx2.AsyncClient(transport=transport),
-        **options,
-    )
+    transport = transport_class(endpoint_name, region=region, **transport_options)
+    return transport, {"api_key": SIGV4_PLACEHOLDER_KEY, "base_url": default_base_url, **options}
 
 
 def openai_base_url(endpoint_name: str) -> str:
