@@ -107,7 +107,7 @@ def read_binding(root: Path, env_name: str, evaluation: EvaluationConfig, model_
             f"artifact this environment deploys with {fix}, and commit the record."
         )
         return Binding(None, None, tuple(problems))
-    record, malformed = _parse_record(data)
+    record, malformed = parse_record(data)
     if record is None:
         problems.append(
             f"{key}.record: {evaluation.record} is not an evaluation record ({malformed}): record it again with {fix}."
@@ -135,8 +135,9 @@ def read_binding(root: Path, env_name: str, evaluation: EvaluationConfig, model_
     return Binding(hashlib.sha256(data).hexdigest(), artifact["manifest_sha256"], ())
 
 
-def _parse_record(data: bytes) -> tuple[dict[str, Any] | None, str]:
-    """The record if its schema and the fields the binding reads are sound, else (None, what is wrong)."""
+def parse_record(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The record if its schema and the fields that bind it (artifact, suite) are sound, else (None, what is
+    wrong): synth, decisionctl's readers and package-model's upload read a record through this one check."""
     if len(data) > RECORD_LIMIT_BYTES:
         return None, "over 16 MiB"
     try:

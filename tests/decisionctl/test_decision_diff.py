@@ -182,9 +182,9 @@ def test_a_temperature_turns_p_into_p_to_the_1_over_t_and_flips_nothing(project,
     # ECE moved: a gate just under the rise fails, one just over passes
     before, after = (report["metrics"][k]["overall"]["ece"] for k in ("base", "new"))
     rise = after - before
-    if rise > 0:
-        assert _diff(records, "temperature", tmp_path, "--max-ece-rise", f"{rise * 0.9:.6f}")[0] == 1
-    assert _diff(records, "temperature", tmp_path, "--max-ece-rise", f"{max(rise, 0) + 1e-4:.6f}")[0] == 0
+    assert rise > 0.1  # sharpening this model's answers makes them overconfident
+    assert _diff(records, "temperature", tmp_path, "--max-ece-rise", f"{rise * 0.9:.6f}")[0] == 1
+    assert _diff(records, "temperature", tmp_path, "--max-ece-rise", f"{rise + 1e-4:.6f}")[0] == 0
     assert "All gates pass." in markdown
 
 
@@ -208,12 +208,6 @@ def test_a_slot_prior_moves_only_the_three_option_choice_answers_and_its_flips_a
     flips = len(expected)
     assert _diff(records, "slot_prior", tmp_path, "--max-flips", str(flips - 1))[0] == 1
     assert _diff(records, "slot_prior", tmp_path, "--max-flips", str(flips))[0] == 0
-    acc = [report["metrics"][k]["overall"]["accuracy"] for k in ("base", "new")]
-    drop = 100 * (acc[0] - acc[1])
-    if drop > 0:
-        status, failed, _ = _diff(records, "slot_prior", tmp_path, "--max-accuracy-drop", f"{drop - 0.5:.3f}")
-        assert status == 1 and "accuracy fell" in failed["failed"][0]
-    assert _diff(records, "slot_prior", tmp_path, "--max-accuracy-drop", f"{max(drop, 0) + 0.5:.3f}")[0] == 0
 
 
 def test_another_debias_mode_is_named_and_its_flips_are_the_adapters_own(project, tmp_path: Path) -> None:
@@ -223,6 +217,14 @@ def test_another_debias_mode_is_named_and_its_flips_are_the_adapters_own(project
     assert report["base"]["artifact"] == report["new"]["artifact"]  # the same artifact, served another way
     expected = [cid for cid in SUITE_IDS if _top(p.replies["base"][cid]) != _top(p.replies["debias_off"][cid])]
     assert [f["id"] for f in report["flips"]] == expected
+    # the accuracy gate on both sides of the drop, the drop counted from the adapters' own replies
+    labels = {cid: a["expected"] for cid, a in json.loads(records["base"].read_text())["answers"].items()}
+    right = [sum(_top(p.replies[name][cid]) == labels[cid] for cid in SUITE_IDS) for name in ("base", "debias_off")]
+    drop = 100 * (right[0] - right[1]) / len(SUITE_IDS)
+    assert drop > 0 and report["metrics"]["new"]["overall"]["accuracy"] == right[1] / len(SUITE_IDS)
+    status, failed, _ = _diff(records, "debias_off", tmp_path, "--max-accuracy-drop", f"{drop - 0.5:.3f}")
+    assert status == 1 and failed["failed"][0].startswith(f"accuracy fell {drop:.1f} points")
+    assert _diff(records, "debias_off", tmp_path, "--max-accuracy-drop", f"{drop + 0.5:.3f}")[0] == 0
 
 
 def test_a_reworded_option_is_the_one_case_whose_content_changed(project, tmp_path: Path) -> None:

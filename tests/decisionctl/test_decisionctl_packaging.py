@@ -22,6 +22,7 @@ from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decisionctl import cli
 from decisionctl.release.packaging import package_model
 
+from stacks.evaluation_config import RECORD_SCHEMA
 from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, require_model
 
 
@@ -261,8 +262,15 @@ def test_upload_puts_the_evaluation_of_this_manifest_beside_it_and_leaves_anothe
             stub.assert_no_pending_responses()
         return packaged
 
-    bound = json.dumps({"artifact": {"manifest_sha256": hashlib.sha256(manifest).hexdigest()}}).encode()
+    def record(manifest_sha256: str) -> bytes:  # the head of a record, what the upload reads of it
+        artifact = {"model_sha256": sha, "manifest_sha256": manifest_sha256}
+        suite = {"path": "evaluation/suite.jsonl", "sha256": "c" * 64, "cases": 1}
+        return json.dumps({"schema": RECORD_SCHEMA, "artifact": artifact, "suite": suite}).encode()
+
+    bound = record(hashlib.sha256(manifest).hexdigest())
     assert upload(bound, uploaded=True).uploaded[-1] == "s3://models-bucket/tiny/v1/evaluation.json"
-    stale = upload(json.dumps({"artifact": {"manifest_sha256": "0" * 64}}).encode(), uploaded=False)
+    stale = upload(record("0" * 64), uploaded=False)
     assert "s3://models-bucket/tiny/v1/evaluation.json" not in stale.uploaded
     assert any("evaluation of another manifest" in a for a in stale.actions)
+    broken = upload(b'{"artifact": {}}', uploaded=False)
+    assert any("not an evaluation record (schema is None" in a for a in broken.actions), broken.actions

@@ -4,11 +4,10 @@ suite and held to the evaluation record."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from decisionctl.commands.options import EXIT_FAILED, add_retry, retry_policy, say
+from decisionctl.commands.options import EXIT_FAILED, add_report_files, add_retry, retry_policy, say, write_report
 from decisionctl.evaluation.cases import CaseError, load_cases
 from decisionctl.review import deployed, summary
 from decisionctl.review import record as records
@@ -46,8 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="predictions per endpoint and variant, OUT/<endpoint>/<variant> (default ./check-deployed)",
     )
-    p.add_argument("--json", metavar="PATH", help="write the full report here")
-    p.add_argument("--markdown", metavar="PATH", help="also write the Markdown here")
+    add_report_files(p)
     p.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for one answer (default %(default)s)"
     )
@@ -90,9 +88,5 @@ def check(args: argparse.Namespace, *, sagemaker: Any, transport_for: deployed.T
         say=say,
     )
     text = summary.deployed_check(report, title=f"Deployed variants: {args.env}")
-    print(text, end="")
-    if args.markdown:
-        Path(args.markdown).write_text(text, encoding="utf-8")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_report(args, text, report)
     return 0 if report["passed"] else EXIT_FAILED

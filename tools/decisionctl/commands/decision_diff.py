@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from decisionctl.commands.options import EXIT_FAILED, say
+from decisionctl.commands.options import EXIT_FAILED, add_report_files, say, write_report
 from decisionctl.review import decision_diff, summary
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings
@@ -43,8 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="when BASE does not exist: fail (default), or report NEW as new with no gate",
     )
     p.add_argument("--title", default="Decision diff", help="the Markdown heading")
-    p.add_argument("--json", metavar="PATH", help="write the full report (every flip, every band) here")
-    p.add_argument("--markdown", metavar="PATH", help="also write the Markdown here")
+    add_report_files(p)
 
 
 def gates(args: argparse.Namespace) -> decision_diff.Gates:
@@ -66,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     new = records.read(new_path)
     if not base_path.exists() and args.missing_base == "new":
         text = summary.new_record(new, title=args.title, base=str(base_path))
-        _write(args, text, {"base": None, "new": new_path.name, "failed": []})
+        write_report(args, text, {"base": None, "new": new_path.name, "failed": []})
         return 0
     try:
         report = decision_diff.diff(records.read(base_path), new)
@@ -74,15 +71,7 @@ def run(args: argparse.Namespace) -> int:
         say(str(exc))
         return EXIT_FAILED
     failed = decision_diff.failures(report, limits)
-    _write(args, summary.decision_diff(report, failed, title=args.title), {**report, "failed": failed})
+    write_report(args, summary.decision_diff(report, failed, title=args.title), {**report, "failed": failed})
     for f in failed:
         say(f"gate failed: {f}")
     return EXIT_FAILED if failed else 0
-
-
-def _write(args: argparse.Namespace, text: str, report: dict[str, Any]) -> None:
-    print(text, end="")
-    if args.markdown:
-        Path(args.markdown).write_text(text, encoding="utf-8")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")

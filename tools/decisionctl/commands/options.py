@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from decisionctl.transport import (
     DEFAULT_ROUTE,
@@ -29,6 +32,20 @@ class UsageError(ValueError):
 def say(message: str) -> None:
     """Progress and failures go to stderr, so stdout holds only the result."""
     print(message, file=sys.stderr)
+
+
+def add_report_files(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="PATH", help="write the full report here")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the Markdown here")
+
+
+def write_report(args: argparse.Namespace, markdown: str, report: Mapping[str, Any]) -> None:
+    """The Markdown to stdout and `--markdown`, the full report to `--json` (add_report_files declares both)."""
+    print(markdown, end="")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def shipped(name: str) -> Path:

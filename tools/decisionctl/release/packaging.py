@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import os
 import posixpath
 import re
@@ -31,6 +30,8 @@ from decision_adapter.manifest import (
     write_manifest,
 )
 from tqdm import tqdm
+
+from stacks.evaluation_config import parse_record
 
 TARBALL = "model.tar.gz"
 EVALUATION_NAME = "evaluation.json"  # decisionctl.review.record.RECORD_NAME: the artifact's evaluation record
@@ -289,15 +290,14 @@ def _upload_evaluation(packaged: Packaged, bucket: str, prefix: str, s3_client: 
     if not path.is_file():
         return
     data = path.read_bytes()
-    try:
-        evaluated = json.loads(data)["artifact"]["manifest_sha256"]
-    except (ValueError, KeyError, TypeError):
-        evaluated = None
-    manifest_sha256 = hashlib.sha256((packaged.directory / MANIFEST_NAME).read_bytes()).hexdigest()
-    if evaluated != manifest_sha256:
+    record, malformed = parse_record(data)
+    evaluated = record["artifact"]["manifest_sha256"] if record is not None else None
+    if evaluated != sha256_file(packaged.directory / MANIFEST_NAME):
+        why = (
+            f"the evaluation of another manifest ({evaluated})" if record else f"not an evaluation record ({malformed})"
+        )
         packaged.actions.append(
-            f"note: {path} is the evaluation of another manifest ({evaluated}); not uploaded: run "
-            "`decisionctl record-evaluation` against this artifact"
+            f"note: {path} is {why}; not uploaded: run `decisionctl record-evaluation` against this artifact"
         )
         return
     evaluation_key = posixpath.join(prefix, EVALUATION_NAME)

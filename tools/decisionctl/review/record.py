@@ -26,6 +26,7 @@ from decisionctl.evaluation.cases import Prediction
 from decisionctl.evaluation.comparison import IDENTITY_FIELDS
 from decisionctl.release.packaging import EVALUATION_NAME
 from stacks.evaluation_config import RECORD_SCHEMA as SCHEMA
+from stacks.evaluation_config import parse_record
 
 RECORD_NAME = EVALUATION_NAME  # beside manifest.json, in the artifact directory and in S3
 RUN_FIELDS = (*IDENTITY_FIELDS, "state_boundary")
@@ -105,18 +106,12 @@ def predictions_of(answers: Mapping[str, Mapping[str, Any]]) -> list[Prediction]
 
 
 def summary(answers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Accuracy, ECE and Brier of these answers, overall and per question type."""
+    """Accuracy, ECE, Brier and mean confidence of these answers (metrics.summary), overall and per question type."""
     preds = predictions_of(answers)
-
-    def one(group: Sequence[Prediction]) -> dict[str, Any]:
-        return {
-            "cases": len(group),
-            "accuracy": metrics.accuracy(group),
-            "ece": metrics.ece(group),
-            "brier": metrics.brier(group),
-        }
-
-    return {"overall": one(preds), "by_type": {t: one(g) for t, g in metrics.by_type(preds).items()}}
+    return {
+        "overall": metrics.summary(preds),
+        "by_type": {t: metrics.summary(g) for t, g in metrics.by_type(preds).items()},
+    }
 
 
 def action_shares(answers: Mapping[str, Mapping[str, Any]]) -> dict[str, float] | None:
@@ -200,13 +195,14 @@ def dumps(record: Mapping[str, Any]) -> bytes:
 def read(path: Path) -> dict[str, Any]:
     """A record from disk; RecordError names the file and what is wrong with it."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except FileNotFoundError:
         raise RecordError(f"{path}: no such file; write it with `decisionctl record-evaluation`") from None
-    except (OSError, ValueError) as exc:
-        raise RecordError(f"{path}: not readable as JSON ({exc})") from exc
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-        raise RecordError(f"{path}: not an evaluation record (schema {SCHEMA} expected)")
+    except OSError as exc:
+        raise RecordError(f"{path}: not readable ({exc})") from exc
+    record, malformed = parse_record(data)
+    if record is None:
+        raise RecordError(f"{path}: not an evaluation record ({malformed})")
     answers = record.get("answers")
     if not isinstance(answers, dict) or not answers:
         raise RecordError(f"{path}: the record has no answers")
