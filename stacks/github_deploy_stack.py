@@ -40,9 +40,11 @@ Each role assumes only its environment's bootstrap roles, `cdk-<qualifier>-*` of
 stacks/isolation.py refuses environments that would share them, and, once this stack is configured, any
 approval-gated environment not pinned to an account of its own (check_pipeline_accounts).
 
-The stack is pinned to the account and region of the approval-gated environment (`home_target`) and deploys
-through that environment's bootstrap: an account a branch-deployed environment's bootstrap administers could
-rewrite the prod role's trust. Each role carries its own environment's tags, whatever `-c env` synthesizes it.
+The stack is pinned to the account and region of its home (`home_target`) and deploys through that environment's
+bootstrap: prod (APPROVAL_ENVIRONMENT), or where no environment is prod the approval-gated one `github.home` names;
+synth refuses to guess. Whoever administers the home account could rewrite every role's trust: a branch-deployed
+environment's bootstrap, or another approval-gated environment's pipeline (demo's approval would then be prod's).
+Each role carries its own environment's tags, whatever `-c env` synthesizes it.
 """
 
 from __future__ import annotations
@@ -119,12 +121,22 @@ class GitHubDeploy(BaseModel):
         description="Numeric id of the owner, for repositories that issue immutable subjects (repo:OWNER@ID/REPO@ID).",
     )
     repository_id: int | None = Field(default=None, ge=1, description="Numeric id of the repository, with owner_id.")
+    home: str | None = Field(
+        default=None,
+        pattern=_ENV_NAME,
+        description=f"Where no environment is {APPROVAL_ENVIRONMENT}: the approval-gated one that holds this stack.",
+    )
     targets: tuple[DeployTarget, ...] = Field(min_length=1, description="The environments of cdk.json.")
 
     @model_validator(mode="after")
     def _ids_together(self) -> GitHubDeploy:
         if (self.owner_id is None) != (self.repository_id is None):
             raise ValueError("owner_id and repository_id: set both (an immutable subject names both ids) or neither")
+        return self
+
+    @model_validator(mode="after")
+    def _home_settled(self) -> GitHubDeploy:
+        self._settle_home()
         return self
 
     @property
@@ -162,10 +174,43 @@ class GitHubDeploy(BaseModel):
 
     @property
     def home_target(self) -> DeployTarget:
-        """Where this stack lives: the first approval-gated environment's account, region and bootstrap (else the
-        branch environment's). check_pipeline_accounts keeps every other environment out of that account."""
-        gated = [t for t in self.targets if t.environment != BRANCH_ENVIRONMENT]
-        return (gated or list(self.targets))[0]
+        """Where this stack lives: prod's account, region and bootstrap, else those of the approval-gated environment
+        `home` names (else, with none gated, the branch environment's). check_pipeline_accounts keeps every other
+        environment out of that account."""
+        return self._settle_home()
+
+    def _settle_home(self) -> DeployTarget:
+        """home_target, or ValueError naming the candidates and `github.home`: whoever administers the home account
+        can rewrite every role's trust, so it is never guessed."""
+        gated = {t.environment: t for t in self.targets if t.environment != BRANCH_ENVIRONMENT}
+        candidates = gated or {t.environment: t for t in self.targets}  # none gated: the branch environment alone
+        names = ", ".join(candidates)
+        if self.home is None:
+            if APPROVAL_ENVIRONMENT in gated:
+                return gated[APPROVAL_ENVIRONMENT]
+            if not gated:
+                return self.targets[0]
+            raise ValueError(
+                f"the GitHub stack's home is ambiguous: no environment is {APPROVAL_ENVIRONMENT}, and the approval-"
+                f"gated environments are {names}; its account holds every deploy role, and each other environment's "
+                f"bootstrap trusts it. Fix: set github.home to one of {names} (docs/deploy.md, The one-time GitHub "
+                "set-up)"
+            )
+        if self.home not in candidates:
+            why = (
+                "the branch environment: its pipeline needs no approval, and an account it administers could rewrite "
+                "the gated roles' trust"
+                if self.home == BRANCH_ENVIRONMENT
+                else "which is not an approval-gated environment of cdk.json"
+            )
+            raise ValueError(f"github.home is {self.home}, {why}. Fix: set github.home to one of {names}")
+        if APPROVAL_ENVIRONMENT in gated and self.home != APPROVAL_ENVIRONMENT:
+            raise ValueError(
+                f"github.home is {self.home}, but environments.{APPROVAL_ENVIRONMENT} exists: the GitHub stack lives "
+                f"in {APPROVAL_ENVIRONMENT}'s account (in {self.home}'s account, whoever deploys {self.home} could "
+                f"rewrite {APPROVAL_ENVIRONMENT}'s deploy role). Fix: remove github.home"
+            )
+        return candidates[self.home]
 
 
 def environment_stacks(environment: str) -> str:
@@ -235,7 +280,10 @@ def _describe(loc: tuple[int | str, ...], message: str, targets: list[dict[str, 
     if loc[:1] == ("targets",) and len(loc) >= 3 and isinstance(loc[1], int):
         return f"environments.{targets[loc[1]]['environment']}.{loc[2]}: {message} (read for the github roles)"
     where = ".".join(str(p) for p in loc)
-    return f"github.{where}: {message}" if where else f"github: {message.removeprefix('Value error, ')}"
+    if where:
+        return f"github.{where}: {message}"
+    text = message.removeprefix("Value error, ")
+    return text if text.startswith("github.") else f"github: {text}"  # a message that names its key already
 
 
 class GitHubDeployStack(cdk.Stack):

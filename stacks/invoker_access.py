@@ -68,8 +68,10 @@ class InvokerPolicy(Construct):
             acknowledge(
                 self.policy,
                 "AwsSolutions-IAM5[Resource::*]",
-                "sagemaker:CallWithBearerToken is granted on * as AWS documents it for the OpenAI-compatible route; "
-                "a token only carries this policy's other permission, InvokeEndpoint on exactly these endpoints",
+                "sagemaker:CallWithBearerToken has no resource-level scoping, so * is the only resource it takes "
+                "(AWS documents it so for the OpenAI-compatible route). A token carries the permissions of the "
+                "identity that signed it, not only this policy's, for at most 12 hours: attach the policy to roles "
+                "whose every permission a token may carry",
             )
         cdk.CfnOutput(
             stack,

@@ -9,6 +9,7 @@ its own environment, and prod's own templates (its key policy) are read beside t
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import re
 import shutil
@@ -505,3 +506,137 @@ def test_the_documented_bootstrap_commands_match_the_isolation() -> None:
     trusting = [c for c in commands if "--trust" in c]
     assert trusting and all("--qualifier decdev" in c and "--trust <prod-account-id>" in c for c in trusting)
     assert all("--cloudformation-execution-policies" in c for c in trusting)  # the CLI refuses --trust without
+
+
+# --- issue 36: the pipeline's home is prod's account, or the one github.home names; never a guess --------------
+
+DEMO_ACCOUNT = "777788889999"
+
+
+def _with(context: dict[str, Any], *names: str) -> dict[str, Any]:
+    """`context` plus approval-gated environments `names`: copies of prod, each in an account of its own."""
+    for i, name in enumerate(names):
+        context["environments"][name] = {
+            **copy.deepcopy(context["environments"]["prod"]),
+            "account": DEMO_ACCOUNT if i == 0 else f"{i}{DEMO_ACCOUNT[1:]}",
+            "bootstrap_qualifier": f"dec{name}"[:10],
+            "tags": {"cost-center": f"decision-endpoints-{name}"},
+        }
+    return context
+
+
+@pytest.fixture(scope="module")
+def with_demo() -> tuple[cdk.App, dict[str, Any]]:
+    """dev, demo and prod, synthesized with -c env=demo: demo sorts before prod, and is not the home."""
+    outdir = Path(tempfile.mkdtemp(prefix="cdk-github-demo-"))
+    atexit.register(shutil.rmtree, outdir, True)
+    app = build_app("demo", context=_with(_context(), "demo"), outdir=str(outdir))
+    app.synth()  # raises on any cdk-nag finding
+    return app, json.loads((outdir / f"{GITHUB_DEPLOY_STACK}.template.json").read_text(encoding="utf-8"))
+
+
+def test_with_demo_beside_prod_the_stack_lives_in_prods_account(with_demo) -> None:
+    app, template = with_demo
+    stack = app.node.find_child(GITHUB_DEPLOY_STACK)
+    assert isinstance(stack, cdk.Stack)
+    assert (stack.account, stack.region) == (PROD_ACCOUNT, PROD_REGION)
+    assert template["Parameters"]["BootstrapVersion"]["Default"] == "/cdk-bootstrap/decprod/version"
+    artifact = app.synth().get_stack_by_name(GITHUB_DEPLOY_STACK)
+    assert artifact.assume_role_arn == (
+        f"arn:${{AWS::Partition}}:iam::{PROD_ACCOUNT}:role/cdk-decprod-deploy-role-{PROD_ACCOUNT}-{PROD_REGION}"
+    )
+
+
+def test_with_demo_beside_prod_each_role_trusts_and_assumes_as_before(with_demo) -> None:
+    """prod's roles as with dev and prod alone; demo's deploy role its own bootstrap in demo's account (demo's
+    bootstrap trusts prod's account, as dev's does), and its diff role demo's lookup role (another account)."""
+    _, template = with_demo
+    roles = _roles(template)
+    trusted = {
+        **TRUSTED,
+        "decision-endpoints-github-deploy-demo": f"repo:{OWNER}/{REPO}:environment:demo",
+        "decision-endpoints-github-diff-demo": f"repo:{OWNER}/{REPO}:environment:demo-diff",
+    }
+    assert set(roles) == set(trusted)
+    for name, (_, role) in roles.items():
+        (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert trust["Condition"] == {
+            "StringEquals": {f"{HOST}:aud": "sts.amazonaws.com", f"{HOST}:sub": trusted[name], **BOUND}
+        }, name
+    resources = {
+        name: {s["Sid"]: sorted(_text(r) for r in _as_list(s["Resource"])) for s in _statements(template, role_id)}
+        for name, (role_id, _) in roles.items()
+    }
+    assert resources["decision-endpoints-github-deploy-prod"] == _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod")
+    assert resources["decision-endpoints-github-diff-prod"] == {
+        "ReadEnvironmentStacks": [
+            f"arn:aws:cloudformation:{PROD_REGION}:{PROD_ACCOUNT}:stack/DecisionEndpoints-prod-*/*"
+        ],
+        "ReadCdkBootstrapVersion": [
+            f"arn:aws:ssm:{PROD_REGION}:{PROD_ACCOUNT}:parameter/cdk-bootstrap/decprod/version"
+        ],
+    }
+    assert resources["decision-endpoints-github-deploy-demo"] == _bootstrap(DEMO_ACCOUNT, PROD_REGION, "decdemo")
+    assert resources["decision-endpoints-github-diff-demo"] == _bootstrap(
+        DEMO_ACCOUNT, PROD_REGION, "decdemo", ("lookup-role",)
+    )
+
+
+def test_without_prod_github_home_names_the_home() -> None:
+    context = _with(_context(), "demo", "staging")
+    del context["environments"]["prod"]
+    config = load_github({**context["github"], "home": "staging"}, context["environments"])
+    assert config is not None and config.home_target.environment == "staging"
+    # Naming prod itself, where it exists, is allowed: it is the home anyway.
+    context = _with(_context(), "demo")
+    config = load_github({**context["github"], "home": "prod"}, context["environments"])
+    assert config is not None and config.home_target.account == PROD_ACCOUNT
+
+
+@pytest.mark.parametrize(
+    ("gated", "home", "message"),
+    [
+        # No prod: neither of two approval-gated environments, nor a lone one, is guessed.
+        (
+            ("demo", "staging"),
+            None,
+            "the GitHub stack's home is ambiguous: no environment is prod, and the approval-"
+            "gated environments are demo, staging; its account holds every deploy role",
+        ),
+        (("demo",), None, "Fix: set github.home to one of demo (docs/deploy.md, The one-time GitHub set-up)"),
+        (
+            ("demo", "staging"),
+            "qa",
+            "github.home is qa, which is not an approval-gated environment of cdk.json. "
+            "Fix: set github.home to one of demo, staging",
+        ),
+        (("demo", "staging"), "dev", "github.home is dev, the branch environment: its pipeline needs no approval"),
+        (("demo", "staging"), "Demo", "github.home: String should match pattern"),
+    ],
+)
+def test_without_prod_an_unsettled_home_is_refused_naming_github_home(
+    gated: tuple[str, ...], home: str | None, message: str
+) -> None:
+    context = _with(_context(), *gated)
+    del context["environments"]["prod"]
+    github = {**context["github"], **({"home": home} if home is not None else {})}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_github(github, context["environments"])
+
+
+def test_beside_prod_github_home_may_not_move_the_stack_elsewhere() -> None:
+    context = _with(_context(), "demo")
+    with pytest.raises(ConfigError) as caught:
+        load_github({**context["github"], "home": "demo"}, context["environments"])
+    assert str(caught.value) == (
+        "invalid cdk.json context:\n  github.home is demo, but environments.prod exists: the GitHub stack lives in "
+        "prod's account (in demo's account, whoever deploys demo could rewrite prod's deploy role). "
+        "Fix: remove github.home"
+    )
+
+
+def test_synth_refuses_an_ambiguous_home_naming_the_key() -> None:
+    context = _with(_context(), "demo", "staging")
+    del context["environments"]["prod"]
+    with pytest.raises(ConfigError, match=re.escape("Fix: set github.home to one of demo, staging")):
+        build_app("dev", context=context, outdir=tempfile.mkdtemp(prefix="cdk-refused-"))
