@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .answer_settings import AnswerSettings, merged, reported
 from .contract import QuestionType
 from .policy import Policy, canonical_sha256
 
@@ -85,6 +86,14 @@ class Manifest(BaseModel):
     license: str = ""
     calibration: Calibration | None = None
     policy: Policy | None = None
+    answer_settings: AnswerSettings | None = Field(
+        None, description="The settings that change answers the artifact was measured under (package-model)."
+    )
+
+    def recorded_answer_settings(self) -> AnswerSettings:
+        """What the artifact's answers were measured under, which the adapter adopts at start: its answer_settings
+        block, and where that is silent, the debias mode, tolerance and state boundary its policy was measured under."""
+        return merged(self.answer_settings or AnswerSettings(), policy_answer_settings(self.policy))
 
     def calibration_sha256(self) -> str:
         """The hash a policy is bound to: of the calibration block as written (identity when absent)."""
@@ -92,6 +101,11 @@ class Manifest(BaseModel):
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def policy_answer_settings(policy: Policy | None) -> AnswerSettings:
+    """The answer settings a policy records it was measured under (none without a policy)."""
+    return reported(policy.model_dump()) if policy is not None else AnswerSettings()
 
 
 def calibration_sha256(calibration: Calibration | None) -> str:

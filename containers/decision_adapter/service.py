@@ -38,7 +38,7 @@ from .policy import Policy
 from .prompting import debias_mode_served, debias_tolerance_served, make_scheme, state_boundary_served
 from .runtime import LlamaRuntime
 from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
-from .settings import AdapterSettings, RuntimeSettings
+from .settings import AdapterSettings, RuntimeSettings, adopt_answer_settings
 from .state_cache import StateCache
 
 log = logging.getLogger("decision_adapter.service")
@@ -107,12 +107,15 @@ class ModelService:
     # -- loading
     @classmethod
     def load(cls, settings: AdapterSettings, runtime_settings: RuntimeSettings) -> ModelService:
-        """Verify the GGUF, load it into `max_concurrency` decision contexts and `chat_contexts` chat contexts
-        (the cores split across them all), build the engines. Blocking."""
+        """Verify the GGUF, put the answer settings its manifest records in force (adopt_answer_settings), load it
+        into `max_concurrency` decision contexts and `chat_contexts` chat contexts (the cores split across them all),
+        build the engines. Blocking."""
         from llama_cpp import Llama
 
         path = find_gguf(settings.model_dir, runtime_settings.model)
         model = verify_model(path, settings.expected_model_sha256)
+        if model.manifest is not None:  # what the artifact was evaluated under is what it serves
+            settings = adopt_answer_settings(settings, model.manifest.recorded_answer_settings())
         policy = model.manifest.policy if model.manifest is not None else None
         if model.manifest is not None and policy is not None:  # refused before the weights load, as a checksum is
             policy.check_binding(model_sha256=model.sha256, calibration_sha256=model.manifest.calibration_sha256())

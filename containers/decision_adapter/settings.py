@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .answer_settings import AnswerSettings, shown, variable
 from .caller_text import StateBoundary
 from .signals import DebiasMode, debias_mode
 
@@ -277,3 +278,21 @@ def load_adapter_settings() -> AdapterSettings:
         first = e.errors()[0]
         name = "DECISION_" + ".".join(str(p) for p in first["loc"]).upper()
         raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def adopt_answer_settings(settings: AdapterSettings, recorded: AnswerSettings) -> AdapterSettings:
+    """The settings with the artifact's recorded answer settings in force (the manifest's; what its evaluation and
+    policy were measured under): one the environment leaves unset is taken from the artifact, one it sets to
+    another value is refused with a SettingsError naming the variable and both values."""
+    taken: dict[str, Any] = {}
+    for name, value in recorded.recorded().items():
+        own = getattr(settings, name)
+        if name not in settings.model_fields_set:
+            taken[name] = value
+        elif own != value:
+            raise SettingsError(
+                f"{variable(name)}={shown(own)} contradicts the model artifact: its manifest.json records "
+                f"{name} {shown(value)}, the setting its answers were evaluated under; unset {variable(name)} to serve "
+                "the artifact's, or package and evaluate the model under the other value"
+            )
+    return settings.model_copy(update=taken) if taken else settings

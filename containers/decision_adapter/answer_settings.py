@@ -1,0 +1,96 @@
+"""The settings that change answers, as a model artifact records them: what its probabilities and actions were
+measured under.
+
+One model, read by the adapter (manifest.json's `answer_settings`, adopted at start by
+`settings.adopt_answer_settings`) and by decisionctl (`package-model --answer-setting` writes it; an evaluation
+record holds those its run served). The stacks keep a copy (stacks/adapter_settings.py; they do not import the
+adapter). Each field is the `AdapterSettings` field of the same name, `DECISION_<NAME>`, with its bounds; None:
+not recorded, so the adapter's environment or default decides. tests/adapter/test_answer_settings.py checks that
+both sides agree and that every other setting leaves answers alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .contract import StateBoundary
+from .signals import DebiasMode, debias_mode
+
+ENV_PREFIX = "DECISION_"
+# The answer settings x_run reports, and a policy records, under their own names (RunIdentity's and Policy's).
+REPORTED_AS = {
+    "order_debias": "order_debias_mode",
+    "adaptive_tolerance": "order_debias_tolerance",
+    "state_boundary": "state_boundary",
+}
+
+
+class AnswerSettings(BaseModel):
+    """Order debiasing and its tolerance, the state boundary, the out-of-scope option, the minimum label mass and
+    the option counts that are debiased or rotated: each one moves a probability or an action."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    order_debias: DebiasMode | None = Field(None, description="DECISION_ORDER_DEBIAS: the option orders read.")
+    adaptive_tolerance: float | None = Field(
+        None, gt=0.0, le=1.0, description="DECISION_ADAPTIVE_TOLERANCE: how far adaptive may stop from every rotation."
+    )
+    state_boundary: StateBoundary | None = Field(
+        None, description="DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data."
+    )
+    out_of_scope: bool | None = Field(
+        None, description="DECISION_OUT_OF_SCOPE: every question offered a 'none of these' option."
+    )
+    min_label_mass: float | None = Field(
+        None, gt=0.0, le=1.0, description="DECISION_MIN_LABEL_MASS: abstain below this label mass."
+    )
+    rotation_max_options: int | None = Field(
+        None, ge=2, le=26, description="DECISION_ROTATION_MAX_OPTIONS: questions read in every rotation."
+    )
+    debias_max_options: int | None = Field(
+        None, ge=2, le=255, description="DECISION_DEBIAS_MAX_OPTIONS: questions read in more than one order."
+    )
+
+    @field_validator("order_debias", mode="before")
+    @classmethod
+    def _debias_mode(cls, raw: object) -> object:
+        """As DECISION_ORDER_DEBIAS reads it: true and false are reverse and off."""
+        return debias_mode(raw) if isinstance(raw, str | bool) else raw
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings recorded, by name (JSON values)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def variable(name: str) -> str:
+    """The adapter's environment variable of an answer setting."""
+    return ENV_PREFIX + name.upper()
+
+
+def shown(value: object) -> str:
+    """A setting's value as its environment variable writes it."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def reported(fields: Mapping[str, Any]) -> AnswerSettings:
+    """The answer settings an x_run (or a policy block) reports under its own names (REPORTED_AS); a tolerance only
+    with adaptive, the one mode that reads it."""
+    values = {name: fields.get(field) for name, field in REPORTED_AS.items()}
+    if values["order_debias"] != "adaptive":
+        values["adaptive_tolerance"] = None
+    return AnswerSettings.model_validate(values)
+
+
+def contradictions(first: AnswerSettings, second: AnswerSettings) -> dict[str, tuple[Any, Any]]:
+    """The settings both record, with different values: name -> (first's, second's)."""
+    a, b = first.recorded(), second.recorded()
+    both = [name for name in AnswerSettings.model_fields if name in a and name in b]
+    return {name: (a[name], b[name]) for name in both if a[name] != b[name]}
+
+
+def merged(first: AnswerSettings, fallback: AnswerSettings) -> AnswerSettings:
+    """`first`'s settings, and `fallback`'s where `first` records none."""
+    return AnswerSettings.model_validate({**fallback.recorded(), **first.recorded()})
