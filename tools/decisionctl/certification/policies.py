@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
+from decision_adapter.answer_settings import contradictions, reported
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import (
     ACTIONS,
@@ -37,7 +38,8 @@ class PolicyRefused(ValueError):
 
 
 def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None:
-    """The evaluated run served this manifest's model and calibration; PolicyRefused otherwise."""
+    """The evaluated run served this manifest's model, calibration and recorded answer settings; PolicyRefused
+    otherwise."""
     run = identity or {}
     served = run.get("model_sha256")
     if served != manifest.sha256:
@@ -58,6 +60,15 @@ def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> 
             f"the cases were scored under calibration {dict(calibration)}, which is not the manifest's "
             f"({manifest.calibration.temperature if manifest.calibration else 'none'}): restart the adapter on this "
             "manifest and evaluate again"
+        )
+    # an adapter adopts the manifest's answer settings at start: another value means it serves another artifact
+    contradicted = contradictions(reported(run), manifest.recorded_answer_settings())
+    if contradicted:
+        scored = ", ".join(f"{name} {value}" for name, (value, _) in contradicted.items())
+        recorded = ", ".join(f"{name} {value}" for name, (_, value) in contradicted.items())
+        raise PolicyRefused(
+            f"the cases were scored under {scored}, but the manifest records {recorded}: restart the adapter on "
+            "this manifest (it adopts the manifest's answer settings) and evaluate again"
         )
 
 

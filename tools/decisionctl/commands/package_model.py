@@ -26,6 +26,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--license", required=True, help="the model's license, e.g. Apache-2.0")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory (the adapter's DECISION_MODEL_DIR)")
     p.add_argument("--upload", metavar="s3://BUCKET/KEY", help="put model.tar.gz there and manifest.json beside it")
+    p.add_argument(
+        "--answer-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="record a setting that changes answers (order_debias, adaptive_tolerance, state_boundary, out_of_scope, "
+        "min_label_mass, rotation_max_options, debias_max_options; values as DECISION_<NAME> reads them): the "
+        "adapter adopts it at start and refuses another value in its environment; repeatable",
+    )
+
+
+def answer_settings(given: list[str]) -> dict[str, str]:
+    """--answer-setting NAME=VALUE arguments by name; PackagingError names one without `=`."""
+    pairs = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise PackagingError(f"--answer-setting {item!r}: write NAME=VALUE, e.g. order_debias=rotations")
+        pairs[name.strip()] = value.strip()
+    return pairs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             license=args.license,
             out=Path(args.out),
             upload=args.upload,
+            answer_settings=answer_settings(args.answer_setting),
         )
     except ChecksumMismatch as exc:
         say(

@@ -1,9 +1,10 @@
 """Model artifacts: a verified GGUF, its manifest.json and model.tar.gz (both at the archive root), optionally in S3.
 
 The checksum is checked before anything is written. Every step is idempotent: a second run with the
-same inputs changes nothing, and a calibration already written into the manifest for the same
-model file is kept. The upload puts the artifact's evaluation record (`decisionctl record-evaluation`) beside
-manifest.json when the directory holds one of this manifest.
+same inputs changes nothing, and a calibration, a policy and answer settings already written into the manifest
+for the same model file are kept (an answer setting given again replaces the recorded one). The upload puts the
+artifact's evaluation record (`decisionctl record-evaluation`) beside manifest.json when the directory holds one
+of this manifest.
 """
 
 from __future__ import annotations
@@ -16,19 +17,24 @@ import posixpath
 import re
 import shutil
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from decision_adapter.answer_settings import AnswerSettings, contradictions, shown
 from decision_adapter.manifest import (
     MANIFEST_NAME,
     SCHEMA,
     ChecksumMismatch,
     Manifest,
+    policy_answer_settings,
     read_manifest,
     sha256_file,
     write_manifest,
 )
+from decision_adapter.policy import Policy
+from pydantic import ValidationError
 from tqdm import tqdm
 
 from stacks.evaluation_config import parse_record
@@ -171,6 +177,43 @@ def _build_tarball(tar_path: Path, manifest_path: Path, gguf: Path) -> str:
     return hashing.digest.hexdigest()
 
 
+def answer_settings_given(given: Mapping[str, str], kept: AnswerSettings | None) -> AnswerSettings | None:
+    """The answer settings to record: those kept from the previous manifest of this model, with `given` (name ->
+    value, as the DECISION_ variable reads it) over them; PackagingError names a setting or value that is wrong."""
+    unknown = sorted(set(given) - set(AnswerSettings.model_fields))
+    if unknown:
+        raise PackagingError(
+            f"--answer-setting {', '.join(unknown)}: not a setting that changes answers; those are "
+            f"{', '.join(AnswerSettings.model_fields)}"
+        )
+    try:
+        values = AnswerSettings.model_validate({**(kept.recorded() if kept else {}), **given})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise PackagingError(f"--answer-setting {first['loc'][0]}={first.get('input')}: {first['msg']}") from None
+    return values if values.recorded() else None
+
+
+def check_answer_settings(recorded: AnswerSettings | None, policy: Policy | None) -> None:
+    """PackagingError where the settings recorded contradict those the kept policy was measured under."""
+    contradicted = contradictions(recorded or AnswerSettings(), policy_answer_settings(policy))
+    if contradicted and policy is not None:
+        listed = ", ".join(f"{name} {mine} (the policy: {its})" for name, (mine, its) in contradicted.items())
+        raise PackagingError(
+            f"the answer settings contradict policy {policy.version} of this model, measured under other ones: "
+            f"{listed}; measure the policy again under them (`decisionctl evaluate --write-policy`), or record the "
+            "policy's; nothing was written"
+        )
+
+
+def _readable_manifest(path: Path) -> Manifest | None:
+    """The manifest a previous run wrote, if there is a readable one."""
+    try:
+        return read_manifest(path) if path.exists() else None
+    except ValueError:
+        return None
+
+
 def package_model(
     gguf: Path,
     *,
@@ -180,7 +223,10 @@ def package_model(
     out: Path,
     upload: str | None = None,
     s3_client: Any = None,
+    answer_settings: Mapping[str, str] | None = None,
 ) -> Packaged:
+    """`answer_settings`: the settings that change answers to record (package-model's --answer-setting), over those
+    a previous manifest of the model recorded; the adapter adopts them at start."""
     expected = expected_sha256.strip().lower()
     if not _SHA256_HEX.match(expected):
         raise PackagingError(f"--expected-sha256 must be 64 hex digits, got {expected_sha256!r}")
@@ -194,19 +240,17 @@ def package_model(
         if f.read(4) != GGUF_MAGIC:
             raise PackagingError(f"{gguf} has the expected checksum but is not a GGUF file (no GGUF magic)")
 
-    out.mkdir(parents=True, exist_ok=True)
-    dest = out / gguf.name
-    actions = [_place(gguf, dest, actual)]
     manifest_path = out / MANIFEST_NAME
-    previous = None
-    if manifest_path.exists():
-        try:
-            previous = read_manifest(manifest_path)
-        except ValueError:
-            previous = None
+    previous = _readable_manifest(manifest_path)
     same_model = previous if previous is not None and previous.sha256 == actual else None
     kept = same_model.calibration if same_model else None
     kept_policy = same_model.policy if same_model else None  # measured on this model and calibration: still valid
+    recorded = answer_settings_given(answer_settings or {}, same_model.answer_settings if same_model else None)
+    check_answer_settings(recorded, kept_policy)
+
+    out.mkdir(parents=True, exist_ok=True)
+    dest = out / gguf.name
+    actions = [_place(gguf, dest, actual)]
     manifest = Manifest(
         schema=SCHEMA,
         model_file=gguf.name,
@@ -216,6 +260,7 @@ def package_model(
         license=license,
         calibration=kept,
         policy=kept_policy,
+        answer_settings=recorded,
     )
     if manifest == previous:
         actions.append(f"{MANIFEST_NAME} unchanged")
@@ -223,6 +268,9 @@ def package_model(
         write_manifest(manifest, manifest_path)
         kept_parts = [name for name, block in (("calibration", kept), ("policy", kept_policy)) if block]
         actions.append(f"{MANIFEST_NAME} written" + (f" ({' and '.join(kept_parts)} kept)" if kept_parts else ""))
+    if recorded is not None:
+        listed = ", ".join(f"{name} {shown(value)}" for name, value in recorded.recorded().items())
+        actions.append(f"answer settings recorded: {listed} (the adapter adopts them at start)")
     manifest_bytes = manifest_path.read_bytes()
     others = sorted(p.name for p in out.glob("*.gguf") if p.name != gguf.name)
     if others:

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from decision_adapter.answer_settings import AnswerSettings
+
 from decisionctl.review import record as records
 
 RUN_NOTED = (
@@ -80,6 +82,13 @@ def _band_rows(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, dic
     return rows
 
 
+def answer_settings_changes(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The answer settings the two records hold with different values (None: not recorded), in the model's order."""
+    b, n = records.answer_settings_of(base).recorded(), records.answer_settings_of(new).recorded()
+    names = [name for name in AnswerSettings.model_fields if b.get(name) != n.get(name)]
+    return {name: {"base": b.get(name), "new": n.get(name)} for name in names}
+
+
 def diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the review needs about two records, JSON-ready (no text of any case)."""
     base_answers, new_answers = base["answers"], new["answers"]
@@ -98,6 +107,7 @@ def diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
         "run_changes": {
             k: {"base": run_b.get(k), "new": run_n.get(k)} for k in RUN_NOTED if run_b.get(k) != run_n.get(k)
         },
+        "answer_settings_changes": answer_settings_changes(base, new),
         "cases": len(common),
         "only_in_base": [cid for cid in base_answers if cid not in new_answers],
         "only_in_new": [cid for cid in new_answers if cid not in base_answers],

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from decision_adapter.answer_settings import contradictions, reported, shown
+
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import Case
 from decisionctl.review import decision_diff
@@ -57,18 +59,25 @@ def endpoints_from_outputs(path: Path, environment: str) -> list[str]:
 
 
 def artifact_mismatches(identity: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
-    """Where the variant's run identity says it serves another artifact than the recorded one, one sentence each."""
+    """Where the variant's run identity says it serves another artifact than the recorded one, or the artifact under
+    other answer settings than those recorded (those x_run reports: debias mode, tolerance, state boundary), one
+    sentence each."""
     artifact, run = record["artifact"], record.get("run") or {}
     wanted = {
         "model_sha256": artifact.get("model_sha256"),
         "calibration": run.get("calibration"),
         "policy": artifact.get("policy_version"),
     }
-    return [
+    found = [
         f"serves another artifact: {field} {json.dumps(identity.get(field), sort_keys=True)}, the record's "
         f"{json.dumps(value, sort_keys=True)}"
         for field, value in wanted.items()
         if identity.get(field) != value
+    ]
+    contradicted = contradictions(reported(identity), records.answer_settings_of(record))
+    return found + [
+        f"serves other answer settings: {name} {shown(served)}, the record's {shown(recorded)}"
+        for name, (served, recorded) in contradicted.items()
     ]
 
 

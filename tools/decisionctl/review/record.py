@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from decision_adapter.answer_settings import AnswerSettings, merged, reported
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import ACTIONS, Policy, verdict
 
@@ -53,6 +54,19 @@ def check_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None
             f"the endpoint served policy {served or 'none'}, but the artifact's manifest holds {wanted or 'none'}: "
             "restart the adapter on this artifact and record again"
         )
+
+
+def answer_settings_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> AnswerSettings:
+    """The settings that changed the recorded answers: those x_run reports (the debias mode, its tolerance under
+    adaptive, the state boundary) and those the manifest records, which the adapter adopted at start (check_served
+    refuses a run that contradicts them). One neither names is not recorded: the evaluating adapter's default or
+    environment decided it."""
+    return merged(reported(identity or {}), manifest.recorded_answer_settings())
+
+
+def answer_settings_of(record: Mapping[str, Any]) -> AnswerSettings:
+    """A record's answer settings (none recorded in a record written before it held them)."""
+    return AnswerSettings.model_validate(record.get("answer_settings") or {})
 
 
 def answer(prediction: Prediction, case_sha256: str, policy: Policy | None, key: str | None) -> dict[str, Any]:
@@ -180,6 +194,7 @@ def build(
         },
         "suite": {"path": suite_path, "sha256": sha256_bytes(suite_bytes), "cases": cases},
         "run": {k: run.get(k) for k in RUN_FIELDS},
+        "answer_settings": answer_settings_served(identity, manifest).recorded(),
         "metrics": summary(answers),
         "bands": measured_bands(answers, manifest.policy),
         "actions": action_shares(answers),

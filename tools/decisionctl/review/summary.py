@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from decision_adapter.answer_settings import shown
+
 MAX_LISTED = 50  # flips and action changes listed by id; the JSON report holds them all
 
 
@@ -55,6 +57,10 @@ def decision_diff(report: Mapping[str, Any], failed: Sequence[str], *, title: st
     ]
     if report["run_changes"]:
         lines += ["Run identity changes: " + ", ".join(f"`{k}`" for k in report["run_changes"]), ""]
+    changed = report.get("answer_settings_changes") or {}
+    if changed:
+        moved = (f"`{k}` {_setting(v['base'])} to {_setting(v['new'])}" for k, v in changed.items())
+        lines += ["Answer settings changed: " + ", ".join(moved), ""]
     lines += _flips(report["flips"])
     lines += _actions(report)
     lines += _bands(report["bands"])
@@ -186,6 +192,10 @@ def _hardware(hardware: Mapping[str, Any] | None) -> str:
     if gpus:
         return ", ".join(str(g.get("name") if isinstance(g, Mapping) else g) for g in gpus)
     return str(hardware.get("cpu") or "")
+
+
+def _setting(value: Any) -> str:
+    return "not recorded" if value is None else shown(value)
 
 
 def _opt(value: Any) -> str:
