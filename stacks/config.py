@@ -17,6 +17,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
+from stacks.adapter_settings import ArtifactAnswerSettings
 from stacks.bulk_config import BULK_SECTIONS, AsyncEndpointConfig, BatchTransform, check_runs_on
 from stacks.config_base import FrozenConfig
 from stacks.data_capture import DataCapture
@@ -112,6 +113,11 @@ class ModelArtifact(FrozenConfig):
         ge=1,
         le=3650,
         description="Days a replaced or deleted artifact version is kept; null keeps every version.",
+    )
+    answer_settings: ArtifactAnswerSettings | None = Field(
+        default=None,
+        description="The settings that change answers this environment expects the artifact to have been evaluated "
+        "under; synth refuses one that contradicts the evaluation record (stacks/adapter_settings.py).",
     )
 
     @field_validator("s3_key")

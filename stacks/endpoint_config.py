@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from stacks.adapter_settings import AdapterOptions
 from stacks.config_base import FrozenConfig
 from stacks.guardrails import Deployment
 from stacks.instance_types import InstanceType, check_cuda_coverage, has_local_nvme, instance_kind, is_gpu_instance
@@ -111,6 +112,9 @@ class _DecisionEndpoint(_Endpoint):
         ge=1, le=16, description="DECISION_MAX_CONCURRENCY: model contexts evaluating at once."
     )
     max_queue: int = Field(ge=0, le=10_000, description="DECISION_MAX_QUEUE: waiting requests before 429.")
+    adapter: AdapterOptions | None = Field(
+        default=None, description="The adapter's settings that leave answers alone (stacks/adapter_settings.py)."
+    )
     shadow: ShadowCandidate | None = Field(
         default=None, description="A candidate served as the endpoint's shadow variant (stacks/shadow.py)."
     )

@@ -1,7 +1,9 @@
 """Synth's check that an environment's committed evaluation record is the evaluation of the artifact it deploys.
 
 Where the record binds (stacks/evaluation_config.py's read_binding finds no problem), the serving stack passes
-the evaluated manifest's sha256 to the model preflight and outputs the record's sha256. Where it does not, an
+the evaluated manifest's sha256 to the model preflight, outputs the record's sha256 and writes the answer settings
+its run served into the container environment; a `model.answer_settings` value of cdk.json that contradicts them
+stops synth whatever `enforce` says, naming both values. Where it does not, an
 environment with `enforce: refuse` and a real model checksum stops synth; any other gets a warning on its
 serving stack (an environment without an `evaluation` block too: it has no enforce setting to read).
 """
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
+from stacks.adapter_settings import contradictions, shown
 from stacks.config import PLACEHOLDER_SHA256, ConfigError, EnvironmentConfig
 from stacks.evaluation_config import Binding, fix_command, read_binding
 
@@ -20,6 +23,10 @@ WARNING_ID = "decision-endpoints:evaluation"
 
 class EvaluationError(ConfigError):
     """The environment refuses to deploy an artifact its committed evaluation record does not evaluate."""
+
+
+class AnswerSettingsContradicted(ConfigError):
+    """cdk.json states an answer setting the evaluated artifact was not evaluated under."""
 
 
 def check_evaluation(config: EnvironmentConfig, root: Path) -> Binding | None:
@@ -38,6 +45,7 @@ def check_evaluation(config: EnvironmentConfig, root: Path) -> Binding | None:
         )
         return Binding(None, None, (problem,))
     binding = read_binding(root, config.name, evaluation, config.model.sha256)
+    check_answer_settings(config, evaluation.record, binding)
     if binding.problems and evaluation.enforce == "refuse" and config.model.sha256 != PLACEHOLDER_SHA256:
         raise EvaluationError(
             f"{key}.enforce is refuse, and the evaluation record is not that of the artifact "
@@ -47,6 +55,25 @@ def check_evaluation(config: EnvironmentConfig, root: Path) -> Binding | None:
             "the record, synthesize again"
         )
     return binding
+
+
+def check_answer_settings(config: EnvironmentConfig, record: str, binding: Binding) -> None:
+    """Refuse a `model.answer_settings` value that contradicts what the bound record's run served, naming both."""
+    expected, recorded = config.model.answer_settings, binding.answer_settings
+    if expected is None or recorded is None:
+        return
+    contradicted = contradictions(expected, recorded)
+    if contradicted:
+        key = f"environments.{config.name}.model.answer_settings"
+        raise AnswerSettingsContradicted(
+            "the artifact was evaluated under other answer settings than cdk.json states:\n  "
+            + "\n  ".join(
+                f"{key}.{name} is {shown(mine)}, but {record} records {name} {shown(its)}: the answers, bands and "
+                f"policy were measured under {shown(its)}; remove {key}.{name} (the adapter adopts the artifact's), "
+                f"or package and evaluate the model under {shown(mine)} and commit the record"
+                for name, (mine, its) in contradicted.items()
+            )
+        )
 
 
 def warn_unbound(serving: cdk.Stack, binding: Binding | None) -> None:

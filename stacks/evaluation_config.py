@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from stacks.adapter_settings import ArtifactAnswerSettings, read_recorded
 from stacks.config_base import FrozenConfig
 
 RECORD_SCHEMA = "decision-endpoints/evaluation/v1"
@@ -70,11 +71,13 @@ class EvaluationConfig(FrozenConfig):
 
 @dataclass(frozen=True)
 class Binding:
-    """The record read for an environment: its sha256 and the evaluated manifest's, or why it does not bind."""
+    """The record read for an environment: its sha256, the evaluated manifest's and the answer settings its run
+    served, or why it does not bind."""
 
     record_sha256: str | None
     manifest_sha256: str | None
     problems: tuple[str, ...]
+    answer_settings: ArtifactAnswerSettings | None = None
 
 
 def fix_command(env_name: str) -> str:
@@ -130,9 +133,12 @@ def read_binding(root: Path, env_name: str, evaluation: EvaluationConfig, model_
             f"{key}.record: {evaluation.suite} changed since {evaluation.record} was recorded (sha256 "
             f"{suite_sha256}, the record's {suite['sha256']}): record the evaluation again with {fix}."
         )
+    answer_settings, wrong = read_recorded(record.get("answer_settings"))
+    if answer_settings is None:
+        problems.append(f"{key}.record: {evaluation.record} holds {wrong}: record it again with {fix}.")
     if problems:
         return Binding(None, None, tuple(problems))
-    return Binding(hashlib.sha256(data).hexdigest(), artifact["manifest_sha256"], ())
+    return Binding(hashlib.sha256(data).hexdigest(), artifact["manifest_sha256"], (), answer_settings)
 
 
 def parse_record(data: bytes) -> tuple[dict[str, Any] | None, str]:

@@ -15,6 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from stacks.adapter_settings import ANSWER_VARIABLES, answer_environment, options_environment
 from stacks.async_inference import AsyncDecisionEndpoint
 from stacks.autoscaling import EndpointAutoscaling
 from stacks.batch_transform import BatchTransformJobs
@@ -45,10 +46,18 @@ class DeployedEndpoint:
 
 
 def decision_environment(
-    config: EnvironmentConfig, settings: CpuEndpoint | GpuEndpoint, image: BuiltImage
+    config: EnvironmentConfig,
+    settings: CpuEndpoint | GpuEndpoint,
+    image: BuiltImage,
+    evaluation: Binding | None = None,
 ) -> dict[str, str]:
-    """What the adapter reads at start: its run identity, its limits and the llama.cpp runtime."""
+    """What the adapter reads at start: its run identity, its limits, the llama.cpp runtime, its other settings that
+    leave answers alone (`<section>.adapter`) and those that change answers (the bound evaluation record's and
+    `model.answer_settings`: what the artifact was evaluated under)."""
+    recorded = evaluation.answer_settings if evaluation is not None and not evaluation.problems else None
     env = {
+        **answer_environment(config.model.answer_settings, recorded),
+        **options_environment(settings.adapter),
         "DECISION_IMAGE_DIGEST": image.digest,
         "DECISION_EXPECTED_MODEL_SHA256": config.model.sha256,
         "DECISION_INSTANCE_TYPES": ",".join(settings.instance_types),
@@ -99,6 +108,7 @@ class ServingStack(cdk.Stack):
         )
         self.config = config
         self.foundation = foundation
+        self.evaluation = evaluation
         self.retention = log_retention(config.log_retention_days)
         self.endpoints: dict[str, DeployedEndpoint] = {}
         # Derived, not imported from Foundation: see foundation_stack's docstring (alarms.topic_arn switches).
@@ -157,7 +167,7 @@ class ServingStack(cdk.Stack):
                 f"decision-{config.name}-{section}",
                 settings,
                 image.uri,
-                decision_environment(config, settings, image),
+                decision_environment(config, settings, image, evaluation),
             )
             foundation.images.repository.grant_pull(endpoint.role)
             cdk.CfnOutput(self, f"{section.capitalize()}ImageUri", value=image.uri)
@@ -300,11 +310,12 @@ class ServingStack(cdk.Stack):
         return endpoint
 
     def _shadow_model(self, settings: CpuEndpoint | GpuEndpoint, env: dict[str, str]) -> ShadowModel:
-        """The candidate's artifact with the production settings; the adapter checks the candidate's GGUF."""
+        """The candidate's artifact with the production settings; the adapter checks the candidate's GGUF and adopts
+        the answer settings its manifest records (the production artifact's are not the candidate's)."""
         candidate = settings.shadow
         assert candidate is not None
         shadow_env = {
-            **env,
+            **{name: value for name, value in env.items() if name not in ANSWER_VARIABLES},
             "DECISION_EXPECTED_MODEL_SHA256": candidate.sha256,
             "DECISION_INSTANCE_TYPES": candidate.instance_type or settings.instance_type,
         }
@@ -342,7 +353,7 @@ class ServingStack(cdk.Stack):
                 settings=config.async_inference,
                 base=base,
                 image=image.uri,
-                environment=decision_environment(config, base, image),
+                environment=decision_environment(config, base, image, self.evaluation),
                 model_data_url=foundation.artifacts.model_data_url,
                 model_object_arn=foundation.artifacts.model_object_arn,
                 model_download_timeout_seconds=config.model.download_timeout_seconds,

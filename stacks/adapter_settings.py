@@ -1,0 +1,129 @@
+"""The adapter settings cdk.json reaches beyond an endpoint's limits, in two kinds: plain pydantic, no CDK.
+
+- The settings that change answers (order debiasing and its tolerance, the state boundary, the out-of-scope option,
+  the minimum label mass, the option counts debiased or rotated) come with the model artifact: its manifest.json
+  records them and the adapter adopts them at start, refusing another value in its environment. The evaluation
+  record holds those its run served; where it binds, the stack writes them into the container environment, and
+  `model.answer_settings` in cdk.json, if given, must agree with it (a contradiction stops synth, naming both
+  values). `ArtifactAnswerSettings` is the stacks' copy of decision_adapter.answer_settings.AnswerSettings.
+- The settings that do not change answers (admission wait, Retry-After floor, state cache, body limit, state
+  reuse, text logging, drain time, the served model name) are set per decision endpoint, `<section>.adapter`
+  (`AdapterOptions`); its limits `max_concurrency` and `max_queue` stay on the section.
+
+The stacks do not import the adapter: tests/stacks/test_adapter_settings.py checks every name and bound here
+against its settings, and that each of its settings is one of the two kinds or one the stack sets itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from stacks.config_base import FrozenConfig
+
+ENV_PREFIX = "DECISION_"
+
+
+class ArtifactAnswerSettings(FrozenConfig):
+    """The settings that change answers, as cdk.json expects them and the evaluation record holds them; null or
+    absent: not stated."""
+
+    order_debias: Literal["off", "reverse", "rotations", "adaptive"] | None = Field(
+        default=None, description="DECISION_ORDER_DEBIAS."
+    )
+    adaptive_tolerance: float | None = Field(default=None, gt=0.0, le=1.0, description="DECISION_ADAPTIVE_TOLERANCE.")
+    state_boundary: Literal["off", "tagged"] | None = Field(default=None, description="DECISION_STATE_BOUNDARY.")
+    out_of_scope: bool | None = Field(default=None, description="DECISION_OUT_OF_SCOPE.")
+    min_label_mass: float | None = Field(default=None, gt=0.0, le=1.0, description="DECISION_MIN_LABEL_MASS.")
+    rotation_max_options: int | None = Field(default=None, ge=2, le=26, description="DECISION_ROTATION_MAX_OPTIONS.")
+    debias_max_options: int | None = Field(default=None, ge=2, le=255, description="DECISION_DEBIAS_MAX_OPTIONS.")
+
+    def stated(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class AdapterOptions(FrozenConfig):
+    """A decision endpoint's adapter settings that leave answers alone; absent: the adapter's default."""
+
+    admission_wait_s: float | None = Field(
+        default=None,
+        ge=0,
+        le=55,
+        description="DECISION_ADMISSION_WAIT_S: how long a request may wait for a permit before its 429.",
+    )
+    retry_after_s: int | None = Field(
+        default=None, ge=1, le=60, description="DECISION_RETRY_AFTER_S: the least Retry-After a 429 sends."
+    )
+    state_cache_mb: int | None = Field(
+        default=None, ge=0, description="DECISION_STATE_CACHE_MB: memory for cached states; absent: from the model."
+    )
+    max_body_bytes: int | None = Field(
+        default=None, ge=1024, description="DECISION_MAX_BODY_BYTES: larger bodies get 413."
+    )
+    state_reuse: bool | None = Field(
+        default=None, description="DECISION_STATE_REUSE: reuse evaluated states across requests."
+    )
+    log_text: bool | None = Field(
+        default=None, description="DECISION_LOG_TEXT: log raw state and instruction text (customer data)."
+    )
+    drain_timeout_s: int | None = Field(
+        default=None, ge=0, le=300, description="DECISION_DRAIN_TIMEOUT_S: how long in-flight requests may finish."
+    )
+    model_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="DECISION_MODEL_NAME: the name answers and /v1/models give; absent: the GGUF's.",
+    )
+
+
+def variable(name: str) -> str:
+    """The adapter's environment variable of a setting (decision_adapter.answer_settings.variable)."""
+    return ENV_PREFIX + name.upper()
+
+
+def shown(value: object) -> str:
+    """A setting's value as its environment variable writes it (booleans as true and false)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def environment(values: Mapping[str, Any]) -> dict[str, str]:
+    """Settings as the container environment writes them."""
+    return {variable(name): shown(value) for name, value in values.items()}
+
+
+def options_environment(options: AdapterOptions | None) -> dict[str, str]:
+    return environment(options.model_dump(exclude_none=True)) if options is not None else {}
+
+
+def read_recorded(block: object) -> tuple[ArtifactAnswerSettings | None, str]:
+    """An evaluation record's `answer_settings` (absent in a record written before it held them: none stated), or
+    (None, what is wrong with it)."""
+    if block is None:
+        return ArtifactAnswerSettings(), ""
+    try:
+        return ArtifactAnswerSettings.model_validate(block, strict=False), ""
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        return None, f"answer_settings.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+
+
+def contradictions(expected: ArtifactAnswerSettings, recorded: ArtifactAnswerSettings) -> dict[str, tuple[Any, Any]]:
+    """The settings both state, with different values: name -> (expected, recorded)."""
+    a, b = expected.stated(), recorded.stated()
+    both = [name for name in ArtifactAnswerSettings.model_fields if name in a and name in b]
+    return {name: (a[name], b[name]) for name in both if a[name] != b[name]}
+
+
+def answer_environment(
+    expected: ArtifactAnswerSettings | None, recorded: ArtifactAnswerSettings | None
+) -> dict[str, str]:
+    """The answer settings a decision model's container gets: those the bound evaluation record holds and those
+    cdk.json states (synth has refused where they contradict each other)."""
+    stated = {**(recorded.stated() if recorded else {}), **(expected.stated() if expected else {})}
+    return environment(stated)
+
+
+ANSWER_VARIABLES = frozenset(variable(name) for name in ArtifactAnswerSettings.model_fields)
