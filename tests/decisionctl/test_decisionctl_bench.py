@@ -15,6 +15,7 @@ import json
 import statistics
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 from decisionctl import cli
 from decisionctl.load import workloads
 from decisionctl.load.closed_loop import run_level
+from decisionctl.load.prices import load_prices
 from decisionctl.load.runs import SCALING_KEY, recommend, run_target
 from decisionctl.transport import HttpTransport, Reply, RetryPolicy
 
@@ -284,3 +286,67 @@ def test_levels_are_bounded_in_count_and_time(count: str, duration: str, capsys)
     args = ["bench", "--url", "http://127.0.0.1:1", "--count", count, "--duration", duration]
     assert cli.main(args) == 1
     assert "per level must be" in capsys.readouterr().err
+
+
+def _instance_types(node: Any) -> set[str]:
+    """Every instance type a cdk.json environment names (endpoints, pools, per-type alarms, bulk, shadows)."""
+    if isinstance(node, dict):
+        return {t for key, value in node.items() for t in _instance_types(key) | _instance_types(value)}
+    if isinstance(node, list):
+        return {t for value in node for t in _instance_types(value)}
+    return {node} if isinstance(node, str) and node.startswith("ml.") else set()
+
+
+def test_the_shipped_prices_cover_every_instance_type_cdk_json_names(tmp_path: Path, capsys) -> None:
+    """`bench --prices` prices every type an environment ships, dev's ml.c6i.xlarge first (it used to fail)."""
+    cdk_json = json.loads((Path(__file__).resolve().parents[2] / "cdk.json").read_text(encoding="utf-8"))
+    named = _instance_types(cdk_json["context"]["environments"])
+    assert "ml.c6i.xlarge" in named
+    table = load_prices()
+    assert {t: table.price(t) > 0 for t in named} == dict.fromkeys(named, True)
+
+    class Answering(BaseHTTPRequestHandler):  # stands in for an adapter: every decision accepted
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b'{"model": "m", "answers": {}, "usage": {"input_tokens": 1, "output_tokens": 0}}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answering)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        args = ["bench", "--url", url, "--concurrency", "1", "--count", "2", "--warmup", "0", "--out", str(tmp_path)]
+        assert cli.main([*args, "--prices", "--instance-type", "ml.c6i.xlarge"]) == 0
+    finally:
+        server.shutdown()
+    assert "cost per 1,000 requests" in capsys.readouterr().out
+    report = json.loads((tmp_path / "bench.json").read_text(encoding="utf-8"))
+    assert report["targets"][0]["price_per_hour"] == table.price("ml.c6i.xlarge")
+
+
+def test_a_failure_every_request_would_meet_ends_the_level_at_once() -> None:
+    """No AWS credentials in a client thread (bench --warmup 0): the level raises it instead of reporting 0/0."""
+    from botocore.exceptions import NoCredentialsError
+
+    class Unsigned:
+        label, sends = "sagemaker:x", 0
+
+        def send(self, body: Any) -> Reply:
+            self.sends += 1
+            raise NoCredentialsError
+
+        def close(self) -> None:
+            pass
+
+    transport = Unsigned()
+    workload = workloads.RequestFile([{"state": "s", "questions": {"q": {"type": "noul"}}}])
+    with pytest.raises(NoCredentialsError):
+        run_level(transport, workload, 4, count=100, duration_s=60, policy=RetryPolicy())
+    assert transport.sends <= 4  # each client tried once at most; nothing was retried

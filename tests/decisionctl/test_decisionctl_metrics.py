@@ -29,6 +29,8 @@ from jevcompat import mock
 
 from tests.decisionctl_support import reply, x_run
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def pred(pid: str, probs: list[float], expected: int, qtype: str = "choice", temperature: float = 1.0) -> Prediction:
     options = ["yes", "no"] if qtype == "noul" else [f"o{i}" for i in range(len(probs))]
@@ -220,4 +222,51 @@ def test_a_saved_identity_the_models_cannot_read_stops_the_run_before_anything_i
     case = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": True})
     (tmp_path / scoring.IDENTITY).write_text(json.dumps({"model_sha256": "ab" * 32}))  # a partial x_run
     with pytest.raises(scoring.IdentityChanged, match=r"is not a run identity .*\(model_file: Field required"):
-        scoring.score_cases([case], transport=None, out=tmp_path)  # type: ignore[arg-type]  # nothing is sent
+        scoring.score_cases([case], transport=None, out=tmp_path)  # nothing is sent
+
+
+def _saved_run(tmp_path: Path, count: int) -> tuple[Path, Path]:
+    """A labeled file of `count` yes/no cases and an evaluate directory holding a prediction for each."""
+    cases_path, out = tmp_path / "cases.jsonl", tmp_path / "run"
+    rows = [
+        {
+            "id": f"n{i}",
+            "state": f"ticket {i}",
+            "question": {"type": "noul", "instructions": "Refund?"},
+            "expected": i < 4,
+        }
+        for i in range(count)
+    ]
+    cases_path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    out.mkdir()
+    log = PredictionLog(out / scoring.PREDICTIONS)
+    for i, case in enumerate(load_cases(cases_path)):
+        answer = reply({"type": "noul", "noul": 0.9 if i % 3 else 0.2}, run=x_run())
+        log.append({**prediction_from_response(case, answer, 0.01).to_json(), "case_sha256": scoring.case_digest(case)})
+    (out / scoring.IDENTITY).write_text(json.dumps(x_run()), encoding="utf-8")
+    return cases_path, out
+
+
+def test_evaluate_reports_on_saved_predictions_without_an_endpoint(tmp_path: Path, capsys) -> None:
+    """outcomes' evaluate/ directory (or an earlier run) is reported on with no --url or --sagemaker-endpoint."""
+    cases_path, out = _saved_run(tmp_path, 8)
+    assert cli.main(["evaluate", str(cases_path), "--out", str(out)]) == 0
+    assert "0 cases sent, 8 already scored" in capsys.readouterr().err
+    results = json.loads((out / scoring.RESULTS).read_text(encoding="utf-8"))
+    assert (results["scored"], results["sent_this_run"], results["metrics"]["overall"]["cases"]) == (8, 0, 8)
+    with cases_path.open("a", encoding="utf-8") as f:  # a case no saved prediction answers: named, nothing sent
+        f.write(json.dumps({"id": "new", "state": "s", "question": {"type": "noul"}, "expected": True}) + "\n")
+    assert cli.main(["evaluate", str(cases_path), "--out", str(out)]) == 1
+    said = capsys.readouterr().err
+    assert "1 of 9 cases have no saved prediction" in said and "give --url or --sagemaker-endpoint" in said
+    assert cli.main(["evaluate", str(cases_path), "--out", str(out), "--restart"]) == 1  # would forget the 8
+    assert "--restart forgets the saved predictions" in capsys.readouterr().err
+    assert len(PredictionLog(out / scoring.PREDICTIONS).load()) == 8
+
+
+def test_evaluate_writes_its_runs_outside_the_committed_evaluation_folder() -> None:
+    """evaluation/ holds the suites and records cdk.json binds; a run's predictions and figures go elsewhere."""
+    environments = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]["environments"]
+    committed = {Path(env["evaluation"][key]).parent for env in environments.values() for key in ("suite", "record")}
+    out = Path(cli.build_parser().parse_args(["evaluate"]).out)
+    assert out == Path("evaluate") and out not in committed

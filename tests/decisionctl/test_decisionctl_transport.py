@@ -27,6 +27,7 @@ from decisionctl.transport import (
     RealTimeEndpointTransport,
     Reply,
     RetryPolicy,
+    aws_setup_failure,
     parse_retry_after,
     send_with_retries,
 )
@@ -317,3 +318,59 @@ def test_sagemaker_transport_reads_the_wait_from_the_model_error_and_a_timeout_i
     assert refused.describe_error() == "HTTP 429 overloaded: at capacity; retry after 4 s"
     assert timed_out.status == 0 and timed_out.retryable
     assert timed_out.describe_error().startswith("no answer: InvocationTimeout: Your invocation timed out")
+
+
+@pytest.fixture()
+def no_aws_credentials(monkeypatch, tmp_path):
+    """This machine's AWS set-up emptied: no keys in the environment, empty shared files, no instance metadata."""
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    empty = tmp_path / "aws-empty"
+    empty.write_text("")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(REQUEST))
+    return request
+
+
+def test_decide_without_aws_credentials_stops_at_the_first_call(no_aws_credentials, monkeypatch, capsys) -> None:
+    """A real botocore client finds no credentials: one call, no retry, one line saying so (not "no answer")."""
+    sends = []
+    send = RealTimeEndpointTransport.send
+    monkeypatch.setattr(RealTimeEndpointTransport, "send", lambda self, body: sends.append(body) or send(self, body))
+    args = ["decide", "--sagemaker-endpoint", "decision-dev-cpu", "--region", "us-west-2", str(no_aws_credentials)]
+    assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert len(sends) == 1
+    assert "no usable AWS credentials: Unable to locate credentials" in err
+    assert "retrying" not in err and "no answer" not in err
+    assert cli.main([*args[:3], str(no_aws_credentials)]) == 1  # nor a region: said before any call
+    assert "no AWS region" in capsys.readouterr().err and len(sends) == 1
+
+
+def test_a_credentials_error_is_raised_not_retried(no_aws_credentials) -> None:
+    """The transport raises botocore's error instead of replying "no answer", so send_with_retries never waits."""
+    from botocore.exceptions import NoCredentialsError
+
+    waits: list[float] = []
+    transport = RealTimeEndpointTransport("decision-dev-cpu", region="us-west-2")
+    with pytest.raises(NoCredentialsError) as raised:
+        send_with_retries(transport, REQUEST, RetryPolicy(sleep=waits.append))
+    transport.close()
+    assert waits == []
+    assert aws_setup_failure(raised.value) is not None
+    assert aws_setup_failure(ConnectionError("reset")) is None

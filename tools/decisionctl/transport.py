@@ -158,6 +158,8 @@ class RealTimeEndpointTransport:
         )
 
     def send(self, body: Mapping[str, Any]) -> Reply:
+        """One InvokeEndpoint; a failure of the local AWS set-up (no credentials, no region) is raised, not replied:
+        no retry can mend it, and every other request would fail the same way."""
         from botocore.exceptions import BotoCoreError
         from decision_endpoints_client import EndpointUnreachable, Invocation, InvocationTimeout
 
@@ -165,6 +167,8 @@ class RealTimeEndpointTransport:
         try:
             answer = self._endpoint.invoke(Invocation(json.dumps(body).encode("utf-8")))
         except (InvocationTimeout, EndpointUnreachable, BotoCoreError) as exc:
+            if aws_setup_failure(exc) is not None:
+                raise
             return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
         return Reply(
             answer.status,
@@ -175,6 +179,33 @@ class RealTimeEndpointTransport:
 
     def close(self) -> None:
         self._endpoint.close()
+
+
+def aws_setup_failure(exc: BaseException) -> str | None:
+    """What to tell an operator when botocore could not make a call on this machine's AWS set-up (no credentials,
+    an expired SSO session, no region, an unknown profile), or None for any other failure. Such a failure is the
+    same for every request: a command stops at the first one instead of retrying it."""
+    from botocore import exceptions as aws
+
+    if isinstance(exc, aws.NoRegionError):
+        return f"no AWS region: {exc}; pass --region or set AWS_REGION"
+    if isinstance(exc, aws.ProfileNotFound | aws.ConfigParseError | aws.InvalidConfigError):
+        return f"the AWS configuration cannot be used: {exc}"
+    credentials = (
+        aws.NoCredentialsError,
+        aws.PartialCredentialsError,
+        aws.CredentialRetrievalError,
+        aws.UnknownCredentialError,
+        aws.NoAuthTokenError,
+        aws.TokenRetrievalError,
+        aws.SSOError,
+    )
+    if isinstance(exc, credentials):
+        return (
+            f"no usable AWS credentials: {exc}. botocore looks in the environment (AWS_ACCESS_KEY_ID ...), "
+            "AWS_PROFILE and ~/.aws, SSO (run `aws sso login`) and the instance or container role"
+        )
+    return None
 
 
 @dataclass

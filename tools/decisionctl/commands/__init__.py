@@ -1,4 +1,6 @@
-"""decisionctl's sub-commands: one module each (NAME, HELP, add_arguments, run), listed in help order in ALL."""
+"""decisionctl's sub-commands: one module each (NAME, HELP, add_arguments, run), grouped in STAGES in the order of
+the work (package and call a model, measure and certify it, size it, review a release, then bulk and live
+traffic); ALL is that order, the order of the top-level help."""
 
 from __future__ import annotations
 
@@ -20,18 +22,13 @@ from decisionctl.commands import (
     served_record,
 )
 
-ALL: tuple[ModuleType, ...] = (
-    decide,
-    package_model,
-    evaluate,
-    fit_prior,
-    bench,
-    compare,
-    record_evaluation,
-    decision_diff,
-    check_deployed,
-    served_record,
-    outcomes,
-    batch,
-    pin_images,
+STAGES: tuple[tuple[str, tuple[ModuleType, ...]], ...] = (
+    ("package a model and call it", (package_model, decide)),
+    ("measure and certify (docs/measure.md)", (fit_prior, evaluate, compare)),
+    ("size the instances (docs/deploy.md)", (bench,)),
+    ("review a release (docs/deploy.md, the review loop)", (pin_images, record_evaluation, decision_diff)),
+    ("check what is deployed", (check_deployed, served_record)),
+    ("bulk decisions (docs/bulk.md)", (batch,)),
+    ("live traffic (docs/loop.md)", (outcomes,)),
 )
+ALL: tuple[ModuleType, ...] = tuple(command for _, commands in STAGES for command in commands)

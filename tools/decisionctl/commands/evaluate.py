@@ -17,7 +17,7 @@ from decisionctl import tables
 from decisionctl.certification import bands, manifests, policies
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, shipped, transport
 from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import CaseError, load_cases
+from decisionctl.evaluation.cases import Case, CaseError, load_cases
 
 NAME = "evaluate"
 HELP = "measure accuracy and calibration on labeled cases"
@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Score a labeled JSONL file against an endpoint (resumable), report accuracy, "
         "macro-F1, Brier, ECE and a coverage table, certify per question and per type the thresholds whose "
         "automated answers have error <= --max-error with probability --confidence out of sample, and write "
-        "results.json, reliability.png, confidence_hist.png and automation/<band>.png into --out."
+        "results.json, reliability.png, confidence_hist.png and automation/<band>.png into --out. Without an "
+        "endpoint it reports on the predictions --out already holds (outcomes' evaluate/ directory), sending nothing."
     )
     p.add_argument(
         "cases",
@@ -36,8 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=str(shipped("examples.jsonl")),
         help="labeled JSONL (default: the shipped example set)",
     )
-    add_target(p)
-    p.add_argument("--out", default="evaluation", metavar="DIR", help="output directory (default ./evaluation)")
+    add_target(p, required=False)
+    p.add_argument(
+        "--out",
+        default="evaluate",
+        metavar="DIR",
+        help="output directory (default ./evaluate; evaluation/ holds the committed suites and records)",
+    )
     p.add_argument(
         "--max-error",
         type=float,
@@ -108,16 +114,9 @@ def run(args: argparse.Namespace) -> int:
     except CaseError as exc:
         say(f"{cases_path}: {exc}")
         return EXIT_FAILED
-    endpoint = transport(args, max_connections=args.concurrency)
-    try:
-        scored = scoring.score_cases(
-            cases, endpoint, out, concurrency=args.concurrency, policy=retry_policy(args), restart=args.restart
-        )
-    except scoring.IdentityChanged as exc:
-        say(str(exc))
+    scored = _score(args, cases, out)
+    if scored is None:
         return EXIT_FAILED
-    finally:
-        endpoint.close()
     say(f"{scored.sent} cases sent, {scored.skipped} already scored in {out / scoring.PREDICTIONS}")
     if scored.interrupted:
         say("interrupted: run the same command again to score the rest")
@@ -172,6 +171,24 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
+def _score(args: argparse.Namespace, cases: list[Case], out: Path) -> scoring.Run | None:
+    """The cases scored into `out` (without an endpoint: only its saved predictions read), or None, said why."""
+    offline = args.url is None and args.sagemaker_endpoint is None
+    endpoint = None if offline else transport(args, max_connections=args.concurrency)
+    try:
+        return scoring.score_cases(
+            cases, endpoint, out, concurrency=args.concurrency, policy=retry_policy(args), restart=args.restart
+        )
+    except scoring.IdentityChanged as exc:
+        say(str(exc))
+    except scoring.NotScored as exc:
+        say(f"{exc}: give --url or --sagemaker-endpoint to score them")
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+    return None
+
+
 def _refused_arguments(args: argparse.Namespace) -> str | None:
     """Why these arguments cannot run together, or None."""
     for name, value in (
@@ -181,6 +198,8 @@ def _refused_arguments(args: argparse.Namespace) -> str | None:
     ):
         if not 0.0 < value < 1.0:
             return f"{name} must be between 0 and 1 (exclusive), got {value}"
+    if args.restart and args.url is None and args.sagemaker_endpoint is None:
+        return "--restart forgets the saved predictions: it needs --url or --sagemaker-endpoint to score them again"
     if args.write_policy and args.fit_calibration:
         return (
             "--write-policy and --fit-calibration in one run would bind thresholds measured under the old calibration "

@@ -47,6 +47,10 @@ class IdentityChanged(RuntimeError):
     """The endpoint now serves another model or calibration than the one the saved predictions came from."""
 
 
+class NotScored(RuntimeError):
+    """Cases that no saved prediction answers, and no endpoint to send them to."""
+
+
 def case_digest(case: Case) -> str:
     canonical = json.dumps(
         [case.state, case.question, case.options, case.expected_index],
@@ -126,24 +130,9 @@ def _saved_fingerprint(identity: dict[str, Any], path: Path) -> dict[str, Any]:
         ) from exc
 
 
-def score_cases(
-    cases: Sequence[Case],
-    transport: Transport,
-    out: Path,
-    *,
-    concurrency: int = 1,
-    policy: RetryPolicy | None = None,
-    restart: bool = False,
-    progress: Callable[..., Any] = tqdm,
-) -> Run:
-    """Score every case not already in OUT/predictions.jsonl; stop at once if the endpoint's identity changed."""
-    out.mkdir(parents=True, exist_ok=True)
-    log, identity_path = PredictionLog(out / PREDICTIONS), out / IDENTITY
-    if restart:
-        log.path.unlink(missing_ok=True)
-        identity_path.unlink(missing_ok=True)
+def _saved_and_pending(cases: Sequence[Case], log: PredictionLog) -> tuple[list[Prediction], list[Case]]:
+    """The saved prediction of each case whose content is unchanged, and the cases still to score."""
     saved = log.load()
-    identity = json.loads(identity_path.read_text(encoding="utf-8")) if identity_path.exists() else None
     done: list[Prediction] = []
     pending: list[Case] = []
     for case in cases:
@@ -152,10 +141,37 @@ def score_cases(
             done.append(Prediction.from_json(record))
         else:
             pending.append(case)
+    return done, pending
+
+
+def score_cases(
+    cases: Sequence[Case],
+    transport: Transport | None,
+    out: Path,
+    *,
+    concurrency: int = 1,
+    policy: RetryPolicy | None = None,
+    restart: bool = False,
+    progress: Callable[..., Any] = tqdm,
+) -> Run:
+    """Score every case not already in OUT/predictions.jsonl; stop at once if the endpoint's identity changed.
+    Without a transport only the saved predictions are read (NotScored if a case has none)."""
+    if transport is None and restart:
+        raise ValueError("restart forgets the saved predictions: it needs a transport to score the cases again")
+    if transport is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    log, identity_path = PredictionLog(out / PREDICTIONS), out / IDENTITY
+    if restart:
+        log.path.unlink(missing_ok=True)
+        identity_path.unlink(missing_ok=True)
+    identity = json.loads(identity_path.read_text(encoding="utf-8")) if identity_path.exists() else None
+    done, pending = _saved_and_pending(cases, log)
     run = Run(done, skipped=len(done), sent=0, identity=identity)
     if not pending:
         return run
     expected = None if identity is None else _saved_fingerprint(identity, identity_path)
+    if transport is None:
+        raise NotScored(f"{len(pending)} of {len(cases)} cases have no saved prediction in {log.path}")
     policy = policy or RetryPolicy()
     bar = progress(total=len(cases), initial=len(done), desc="evaluate", unit="case", disable=None)
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency))

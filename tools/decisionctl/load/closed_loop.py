@@ -129,6 +129,12 @@ class Schedule:
                     continue
                 self._cond.wait(timeout=max(0.0, soonest - now))
 
+    def stop(self) -> None:
+        """Hand out nothing more (a client failed in a way every request would): the waiting clients end."""
+        with self._cond:
+            self._count = self.issued
+            self._cond.notify_all()
+
     def done(self, index: int) -> None:
         """The answer to `index` is in (accepted or not): the requests waiting for it may go after their gap."""
         with self._cond:
@@ -139,6 +145,22 @@ class Schedule:
 
 
 def _client(
+    transport: Transport,
+    schedule: Schedule,
+    policy: RetryPolicy,
+    *,
+    outcomes: list[Outcome],
+    lock: threading.Lock,
+    failures: list[Exception],
+) -> None:
+    try:
+        _send_in_turn(transport, schedule, policy, outcomes=outcomes, lock=lock)
+    except Exception as exc:  # raised, not replied (no AWS credentials ...): the same for every request
+        failures.append(exc)
+        schedule.stop()
+
+
+def _send_in_turn(
     transport: Transport,
     schedule: Schedule,
     policy: RetryPolicy,
@@ -220,16 +242,19 @@ def run_level(
     check_bounds([concurrency], count, duration_s)
     schedule = Schedule(workload, seed=seed, count=count, duration_s=duration_s)
     outcomes: list[Outcome] = []
+    failures: list[Exception] = []
     lock = threading.Lock()
     threads = []
     for k in range(concurrency):
         # each client its own jitter, seeded: the same run backs off the same way
         own = dataclasses.replace(policy, rng=random.Random(f"{seed}:{concurrency}:{k}"))  # noqa: S311 (jitter)
-        kwargs = {"outcomes": outcomes, "lock": lock}
+        kwargs = {"outcomes": outcomes, "lock": lock, "failures": failures}
         threads.append(threading.Thread(target=_client, args=(transport, schedule, own), kwargs=kwargs, daemon=True))
     start = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if failures:
+        raise failures[0]
     return summarise(concurrency, outcomes, time.perf_counter() - start)
