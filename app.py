@@ -18,14 +18,8 @@ from stacks.config import DEFAULT_ENVIRONMENT, ConfigError, EnvironmentConfig, l
 from stacks.deployed_check_access import CheckRoleTrust
 from stacks.evaluation_binding import check_evaluation, warn_unbound
 from stacks.foundation_stack import FoundationStack
-from stacks.github_deploy_stack import (
-    BRANCH_ENVIRONMENT,
-    GITHUB_DEPLOY_STACK,
-    GitHubDeploy,
-    GitHubDeployStack,
-    load_github,
-    role_name,
-)
+from stacks.github_config import BRANCH_ENVIRONMENT, GitHubDeploy, load_github
+from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, role_name
 from stacks.isolation import check_isolation
 from stacks.placeholders import ALLOW_PLACEHOLDERS, allowed, refuse_placeholders
 from stacks.serving_stack import ServingStack

@@ -45,7 +45,7 @@ def assume_check_role_statement(partition: str, account: str, environment: str) 
 @dataclass(frozen=True)
 class CheckRoleTrust:
     """Who may assume an environment's deployed-check role: `github_role` of the GitHub stack's account `account`
-    (None: the environment's own account, where the GitHub stack then lives too; github_deploy_stack.home_target)."""
+    (None: the environment's own account, where the GitHub stack then lives too; github_config.home_target)."""
 
     account: str | None
     github_role: str

@@ -101,9 +101,10 @@ def check_isolation(environments: object) -> None:
         raise ConfigError("environments are not isolated:\n  " + "\n  ".join(problems))
 
 
-def check_pipeline_accounts(environments: object, branch_environment: str) -> None:
+def check_pipeline_accounts(environments: object, branch_environment: str, home: str) -> None:
     """Raise ConfigError naming every approval-gated environment (all but `branch_environment`) that is not pinned
-    to an account of its own: another environment's bootstrap could administer the account it lives in."""
+    to an account of its own: another environment's bootstrap could administer the account it lives in. `home` is
+    the environment whose account holds the GitHub stack (github_config's home_target), which the fix names."""
     if not isinstance(environments, Mapping):
         return
     found = placements(environments)
@@ -129,7 +130,7 @@ def check_pipeline_accounts(environments: object, branch_environment: str) -> No
             f"pipeline, which needs no approval, deploys through it. Fix: pin environments.{gated.environment}.account "
             "to an account of its own and every other environment's account to another one "
             "(environments.<env>.account), bootstrap each, and deploy the GitHub stack into "
-            f"{gated.environment}'s account (docs/deploy.md, Isolating environments)"
+            f"{home}'s account (docs/deploy.md, Isolating environments)"
         )
     if problems:
         raise ConfigError("environments are not isolated from the pipeline:\n  " + "\n  ".join(problems))

@@ -22,7 +22,8 @@ from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
 
 from app import _deployed_check, build_app
 from stacks.deployed_check_access import CheckRoleTrust, DeployedCheckRole
-from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, load_github
+from stacks.github_config import load_github
+from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK
 from tests.cdk_support import cdk_context, synthesize
 from tests.stacks.test_github_deploy_stack import (
     CHECK_ROLE_ARN,

@@ -26,12 +26,8 @@ from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
 
 from app import build_app, stack_name
 from stacks.config import ConfigError
-from stacks.github_deploy_stack import (
-    GITHUB_DEPLOY_STACK,
-    GitHubDeployStack,
-    environment_stacks,
-    load_github,
-)
+from stacks.github_config import load_github
+from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, environment_stacks
 from stacks.nag import acknowledged
 from tests.cdk_support import ROOT, cdk_context
 
@@ -633,6 +629,22 @@ def test_beside_prod_github_home_may_not_move_the_stack_elsewhere() -> None:
         "prod's account (in demo's account, whoever deploys demo could rewrite prod's deploy role). "
         "Fix: remove github.home"
     )
+
+
+@pytest.mark.parametrize(("prod", "home"), [(True, "prod"), (False, "staging")])
+def test_an_unpinned_gated_environment_is_told_the_stacks_home_not_its_own_account(prod: bool, home: str) -> None:
+    context = _with(_context(), "demo", "staging")
+    context["environments"]["demo"]["account"] = None
+    github = context["github"]
+    if not prod:
+        del context["environments"]["prod"]
+        github = {**github, "home": home}
+    with pytest.raises(ConfigError) as caught:
+        load_github(github, context["environments"])
+    message = str(caught.value)
+    assert "Fix: pin environments.demo.account to an account of its own" in message
+    assert f"deploy the GitHub stack into {home}'s account (docs/deploy.md, Isolating environments)" in message
+    assert "into demo's account" not in message
 
 
 def test_synth_refuses_an_ambiguous_home_naming_the_key() -> None:

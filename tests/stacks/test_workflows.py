@@ -14,14 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from stacks.github_deploy_stack import (
-    APPROVAL_ENVIRONMENT,
-    DEPLOY_BRANCH,
-    diff_environment,
-    diff_role_variable,
-    load_github,
-    role_variable,
-)
+from stacks.github_config import APPROVAL_ENVIRONMENT, DEPLOY_BRANCH, diff_environment, load_github
+from stacks.github_deploy_stack import diff_role_variable, role_variable
 from tests.cdk_support import cdk_context
 
 ROOT = Path(__file__).resolve().parents[2]
