@@ -166,7 +166,7 @@ def project() -> Project:
     from decisionctl.load.prices import load_prices
 
     from stacks.config import EnvironmentConfig
-    from stacks.github_deploy_stack import GitHubDeploy
+    from stacks.github_config import GitHubDeploy
 
     cdk_json = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))
     environments = cdk_json["context"]["environments"]
