@@ -253,10 +253,11 @@ def test_a_policy_measured_under_another_model_or_calibration_is_refused_at_star
     assert "calibration changed after the policy was written" in line["message"]
 
     assert manifest.policy.order_debias_mode == "rotations"  # evaluate recorded the mode it was scored under
+    # the adapter adopts the policy's mode (issue 37): another one in its environment stops it, both named
     code, lines = refused_start(tmp_path / "c", policy_dir, {**SERVED_ENV, "DECISION_ORDER_DEBIAS": "reverse"})
     assert code != 0
-    (line,) = [entry for entry in lines if entry.get("event") == events.POLICY_REFUSED]
-    assert "order-debiasing 'rotations'" in line["message"] and "DECISION_ORDER_DEBIAS=rotations" in line["message"]
+    (line,) = [entry for entry in lines if entry.get("event") == events.MODEL_NOT_LOADED]
+    assert "DECISION_ORDER_DEBIAS=reverse" in line["message"] and "records order_debias rotations" in line["message"]
 
 
 def test_label_mass_is_a_probability_and_drops_when_the_prompt_pulls_away(served: AdapterProcess) -> None:
