@@ -211,7 +211,9 @@ def create_app(
         title="Decision adapter",
         version=__version__,
         lifespan=lifespan,
-        description="System One decision API over llama.cpp logits, in SageMaker's container contract.",
+        description="System One decision API over llama.cpp logits, in SageMaker's container contract. This "
+        f"endpoint answers at most {settings.max_questions} questions a request and {settings.max_options} options a "
+        f"question (413 request_limit_exceeded past them), in bodies of at most {settings.max_body_bytes} bytes.",
     )
     app.state.settings = settings
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

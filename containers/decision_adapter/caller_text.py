@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import pairwise
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-StateBoundary = Literal["off", "tagged"]  # DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data
+from .string_set import StringSet
+
 OPEN, CLOSE = "\U00013000", "\U00013001"
 REPLACEMENT = "\ufffd"  # what a caller's own marker character reads as
 _STRIP = str.maketrans({OPEN: None, CLOSE: None})
@@ -77,13 +78,18 @@ def caller_strings(value: Any) -> Iterator[str]:
             yield from caller_strings(v)
 
 
+def is_marked(text: str) -> bool:
+    """Whether a text holds caller text (a marker)."""
+    return OPEN in text or CLOSE in text
+
+
 def unmark(text: str) -> str:
     return text.translate(_STRIP)
 
 
 def caller_spans(text: str) -> tuple[str, list[tuple[int, int]]]:
     """The text without markers, and the [start, end) spans of caller characters in it (merged, in order)."""
-    if OPEN not in text and CLOSE not in text:
+    if not is_marked(text):
         return text, []
     clean = text.translate(_STRIP)
     spans: list[tuple[int, int]] = []
@@ -114,42 +120,38 @@ def _add(spans: list[tuple[int, int]], start: int, end: int) -> None:
 
 class ControlVocabulary:
     """The model's protected strings (control, user-defined and unknown tokens' texts) and the tokenizer
-    that keeps caller characters from reading as any of them."""
+    that keeps caller characters from reading as any of them. `structural`: the ids of those that carry a
+    prompt's structure (turn and role markers, BOS/EOS, think and tool tags), which the control_strings flag
+    counts; the rest (Gemma's HTML tags) are cut like them but are ordinary text to flag."""
 
-    def __init__(self, protected: dict[int, str], raw_tokenize: RawTokenize) -> None:
+    def __init__(
+        self, protected: dict[int, str], raw_tokenize: RawTokenize, *, structural: Iterable[int] | None = None
+    ) -> None:
         self.protected = dict(protected)
         self.strings = frozenset(s for s in protected.values() if s)
-        self._lengths = sorted({len(s) for s in self.strings}, reverse=True)
-        self._longest = self._lengths[0] if self._lengths else 0
-        firsts = "".join(sorted({s[0] for s in self.strings}))
-        self._first = re.compile(f"[{re.escape(firsts)}]") if firsts else None
+        keep = set(protected) if structural is None else set(structural)
+        self.structural = frozenset(s for t, s in protected.items() if s and t in keep)
+        self.scan = StringSet(self.strings)
+        self._structural_scan = self.scan if self.structural == self.strings else StringSet(self.structural)
         self._raw = raw_tokenize
         self._short: dict[str, tuple[int, ...]] = {}
 
-    def occurrences(self, text: str, lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, int]]:
-        """Every occurrence (overlapping ones too) of a protected string starting in [lo, hi): at each start, the
-        longest."""
-        if self._first is None:
-            return
-        hi = len(text) if hi is None else min(hi, len(text))
-        for m in self._first.finditer(text, max(0, lo), hi):
-            p = m.start()
-            for n in self._lengths:
-                if text[p : p + n] in self.strings:
-                    yield p, p + n
-                    break
-
     def contains_protected(self, text: str) -> bool:
-        return next(self.occurrences(text), None) is not None
+        return bool(self.scan.longest_at(text, first_only=True))
+
+    def contains_structural(self, text: str) -> bool:
+        """Whether text holds a string that carries a prompt's structure (the control_strings flag)."""
+        return bool(self._structural_scan.longest_at(text, first_only=True))
 
     def hazards(self, text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Occurrences of protected strings that overlap a caller character."""
-        found: set[tuple[int, int]] = set()
-        for start, end in spans:
-            for s, e in self.occurrences(text, start - self._longest + 1, end):
-                if s < end and e > start:
-                    found.add((s, e))
-        return sorted(found)
+        """Occurrences of protected strings (at each start the longest) that overlap a caller character, in order."""
+        ends = [e for _, e in spans]
+        out = []
+        for s, e in sorted(self.scan.longest_at(text).items()):
+            i = bisect.bisect_right(ends, s)  # the first span ending after s
+            if i < len(spans) and spans[i][0] < e:
+                out.append((s, e))
+        return out
 
     def tokenize(self, marked: str, *, add_bos: bool = False) -> tuple[int, ...]:
         """The tokens of a marked text: no protected token id from a caller character, and for text whose
@@ -159,7 +161,7 @@ class ControlVocabulary:
         if not hazards:
             return tuple(self._raw(text, add_bos, True))
         tokens: list[int] = []
-        for i, (a, b, special) in enumerate(self.pieces(text, spans, hazards)):
+        for i, (a, b, special) in enumerate(pieces(text, hazards)):
             bos = add_bos and i == 0
             if special and not _inside(spans, a, b):
                 tokens += self._raw(text[a:b], bos, True)
@@ -178,36 +180,26 @@ class ControlVocabulary:
             hit = self._short[piece] = tuple(self._raw(piece, False, False))
         return hit
 
-    def pieces(
-        self, text: str, spans: list[tuple[int, int]], hazards: list[tuple[int, int]]
-    ) -> list[tuple[int, int, bool]]:
-        """(start, end, parse special tokens) pieces tokenized one by one: each hazard is cut after its first
-        character and reads with special-token parsing off, until no piece holds a protected string that
-        overlaps a caller character (a single character cannot be cut: it reads as text, parsing off)."""
-        cuts = {0, len(text)}
-        literal: list[tuple[int, int]] = []
-        pending = hazards
-        while pending:
-            for s, e in pending:
-                cuts.update((s, s + 1, e))
-                literal.append((s, e))
-            bounds = sorted(cuts)
-            pending = [
-                (a + s, a + e)
-                for a, b in pairwise(bounds)
-                if b - a > 1
-                for s, e in self.hazards(text[a:b], _clip(spans, a, b))
-                if e - s > 1
-            ]
-        bounds = sorted(cuts)
-        return [(a, b, not any(s <= a and b <= e for s, e in literal)) for a, b in pairwise(bounds)]
+
+def pieces(text: str, hazards: list[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """(start, end, parse special tokens) pieces tokenized one by one: each hazard is cut after its first character
+    and at its end, and what lies within a hazard reads with special-token parsing off. One cut suffices: a protected
+    string inside a piece that overlapped a caller character would start where a hazard starts (each start's longest
+    contains it), and that piece is one character, which cannot be cut and reads as text. One sweep over the sorted
+    cuts and hazards: `reach` is the furthest end of the hazards that start at or before the piece."""
+    cuts = {0, len(text)}
+    for s, e in hazards:
+        cuts.update((s, s + 1, e))
+    out, j, reach = [], 0, -1
+    for a, b in pairwise(sorted(cuts)):
+        while j < len(hazards) and hazards[j][0] <= a:
+            reach = max(reach, hazards[j][1])
+            j += 1
+        out.append((a, b, reach < b))
+    return out
 
 
 def _inside(spans: list[tuple[int, int]], a: int, b: int) -> bool:
     """Whether [a, b) lies within one caller span."""
     i = bisect.bisect_right(spans, a, key=lambda span: span[0]) - 1
     return i >= 0 and spans[i][0] <= a and b <= spans[i][1]
-
-
-def _clip(spans: list[tuple[int, int]], a: int, b: int) -> list[tuple[int, int]]:
-    return [(max(s, a) - a, min(e, b) - a) for s, e in spans if s < b and e > a]

@@ -28,7 +28,7 @@ from .adaptive import settled
 from .calibration import ActiveCalibration
 from .caller_text import mark, mark_model
 from .contract import InputFlag, options_hash
-from .errors import RuntimeFailure, TokenBudgetExceeded
+from .errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .input_flags import flags_of, state_flags
 from .prompting import Option, PromptScheme, options_of
 from .prompting.base import OUT_OF_SCOPE, single_token
@@ -74,6 +74,22 @@ def memo_key(state: Text, qid: str, question: AnyQuestion) -> str:
     )
 
 
+REQUEST_CONTEXTS = 4  # the default request budget (DECISION_MAX_REQUEST_TOKENS): this many contexts' worth
+
+
+class _Budget:
+    """The tokens one request may still have evaluated (its state, every question's head and option orders)."""
+
+    def __init__(self, limit: int, spent: int) -> None:
+        self.limit, self.spent = limit, 0
+        self.spend(spent)
+
+    def spend(self, tokens: int) -> None:
+        self.spent += tokens
+        if self.spent > self.limit:
+            raise request_budget_exceeded(f"more than {self.limit}", self.limit)
+
+
 class DecisionEngine:
     """Owns one llama.cpp context. Not re-entrant: callers serialise access (the app's pool does)."""
 
@@ -87,6 +103,7 @@ class DecisionEngine:
         cache: StateCache,
         reuse_states: bool = True,
         out_of_scope: bool = False,
+        max_request_tokens: int | None = None,
     ) -> None:
         self.rt = runtime
         self.scheme = scheme
@@ -95,6 +112,7 @@ class DecisionEngine:
         self.cache = cache
         self.reuse_states = reuse_states
         self.out_of_scope = out_of_scope and scheme.supports_out_of_scope  # every question, not only those opting in
+        self.max_request_tokens = max_request_tokens or REQUEST_CONTEXTS * runtime.n_ctx
         self._label_tokens: dict[str, int] = {}
         self._units_of_text: dict[str, Unit] = {}
         self._prefix_snapshot: tuple[tuple[Unit, ...], bytes] | None = None
@@ -106,15 +124,14 @@ class DecisionEngine:
         t0 = time.perf_counter()
         shown_state = mark(request.state)  # what the scheme renders: every caller string marked (caller_text.py)
         prefix = self._prefix_units(shown_state)
-        plans = {qid: self._plan(qid, q, shown_state) for qid, q in request.questions.items()}
         prefix_len = sum(len(u) for u in prefix)
+        if prefix_len >= self.rt.n_ctx:  # the state alone leaves no room: no question is worth tokenizing
+            raise self._context_exceeded(f"more than {prefix_len}")
+        budget = _Budget(self.max_request_tokens, prefix_len)  # refused as soon as planning passes it
+        plans = {qid: self._plan(qid, q, shown_state, budget) for qid, q in request.questions.items()}
         longest = max(len(p.head) + len(p.suffix) + len(p.codes[0]) - 1 for plan in plans.values() for p in plan.passes)
         if prefix_len + longest > self.rt.n_ctx:
-            raise TokenBudgetExceeded(
-                f"the request needs {prefix_len + longest} tokens of context but the model's budget is "
-                f"{self.rt.n_ctx} tokens (SM_LLAMA_CPP_CTX_SIZE); shorten the state or the options, "
-                "or split the request"
-            )
+            raise self._context_exceeded(str(prefix_len + longest))
         t1 = time.perf_counter()
         decoded_before = self.rt.tokens_decoded
         source = self._load_prefix(prefix)
@@ -134,6 +151,12 @@ class DecisionEngine:
         input_tokens = prefix_len + sum(a.suffix_tokens for a in answers.values())
         timings = {"tokenize": (t1 - t0) * 1e3, "state": (t2 - t1) * 1e3, "questions": (t3 - t2) * 1e3}
         return DecisionOutcome(answers, input_tokens, evaluated, source, {k: round(v, 2) for k, v in timings.items()})
+
+    def _context_exceeded(self, needed: str) -> TokenBudgetExceeded:
+        return TokenBudgetExceeded(
+            f"the request needs {needed} tokens of context but the model's budget is {self.rt.n_ctx} tokens "
+            "(SM_LLAMA_CPP_CTX_SIZE); shorten the state or the options, or split the request"
+        )
 
     def _flagged(self, scored: Scored, state_flagged: frozenset[InputFlag], question: AnyQuestion) -> Scored:
         flags = flags_of(state_flagged, question, self.rt.has_control_string)
@@ -168,7 +191,9 @@ class DecisionEngine:
             units.append(cached)
         return tuple(units)
 
-    def _plan(self, qid: str, question: AnyQuestion, shown_state: Text) -> DecisionEngine._Plan:
+    def _plan(
+        self, qid: str, question: AnyQuestion, shown_state: Text, budget: _Budget | None = None
+    ) -> DecisionEngine._Plan:
         options = options_of(question)
         shown = mark_model(question)
         shown_options = options_of(shown)
@@ -176,14 +201,17 @@ class DecisionEngine:
         if out_of_scope:
             options.append(OUT_OF_SCOPE)
             shown_options.append(OUT_OF_SCOPE)
-        passes = []
+        passes: list[DecisionEngine._Pass] = []
         specs = self.scheme.passes(shown, shown_options, qid=mark(qid), state=shown_state, out_of_scope=out_of_scope)
         for spec in specs:
             codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
             if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
                 raise RuntimeFailure("labels of one question must all be one token or all be two")
             head = self.rt.tokenize(spec.head_text) if spec.head_text else ()
-            passes.append(DecisionEngine._Pass(head, self.rt.tokenize(spec.suffix_text), spec.order, codes))
+            suffix = self.rt.tokenize(spec.suffix_text)
+            if budget is not None:  # one head per question
+                budget.spend((0 if passes else len(head)) + len(suffix) + len(codes[0]) - 1)
+            passes.append(DecisionEngine._Pass(head, suffix, spec.order, codes))
         if len(passes) == 1 and passes[0].head:  # nothing to share: one read instead of two
             only = passes[0]
             passes = [DecisionEngine._Pass((), only.head + only.suffix, only.order, only.codes)]

@@ -61,6 +61,10 @@ class TokenBudgetExceeded(AdapterError):
     """The request needs more context than the model's budget; it is refused, never truncated."""
 
 
+class RequestLimitExceeded(AdapterError):
+    """The request asks for more questions, or a question for more options, than this endpoint reads in one request."""
+
+
 class RuntimeFailure(AdapterError):
     """llama.cpp failed on a well-formed request (a server fault, not the caller's)."""
 
@@ -71,6 +75,14 @@ class Overloaded(AdapterError):
 
 class NotReady(AdapterError):
     """The model is still loading."""
+
+
+def request_budget_exceeded(needed: str, limit: int) -> TokenBudgetExceeded:
+    """The refusal of a request that needs more tokens evaluated than one request may have."""
+    return TokenBudgetExceeded(
+        f"the request needs {needed} tokens evaluated, its state and every question and option order together, but "
+        f"one request may have at most {limit} (DECISION_MAX_REQUEST_TOKENS); split the request"
+    )
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,7 @@ ERROR_TABLE: dict[type[Exception], ErrorKind] = {
     ChatNotServed: ErrorKind(400, "chat_not_served"),
     PayloadTooLarge: ErrorKind(413, "payload_too_large"),
     TokenBudgetExceeded: ErrorKind(413, "token_budget_exceeded"),
+    RequestLimitExceeded: ErrorKind(413, "request_limit_exceeded"),
     Overloaded: ErrorKind(429, "overloaded"),
     NotReady: ErrorKind(503, "not_ready"),
     RuntimeFailure: ErrorKind(500, "internal_error", "the model runtime failed: {}", retry_after=1),

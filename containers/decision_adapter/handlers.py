@@ -58,7 +58,10 @@ def respond(
     s: ModelService, body: DecisionRequest, outcome: DecisionOutcome, *, request_id: str, route: str, latency_ms: float
 ) -> DecisionResponse:
     """The response to one decision (a request, or a record of a JSON Lines body), and its `decision` log line."""
-    run = RunRecord(**s.identity.model_dump(), request_id=request_id, state_source=outcome.state_source)
+    shared = s.settings.shared_endpoint  # withhold what tells whether another caller's state was evaluated first
+    run = RunRecord(
+        **s.identity.model_dump(), request_id=request_id, state_source=None if shared else outcome.state_source
+    )
     response = decision_response(
         model=s.model_name,
         questions=body.questions,
@@ -68,6 +71,8 @@ def respond(
         policy=s.policy,
         min_label_mass=s.settings.min_label_mass,
     )
+    if shared:
+        response = response.model_copy(update={"x_timing_ms": None, "x_evaluated_tokens": None})
     _log_decision(
         s, body, response, request_id=request_id, route=route, state_source=outcome.state_source, latency_ms=latency_ms
     )

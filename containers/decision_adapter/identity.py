@@ -10,7 +10,7 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 
 from . import __version__
-from .caller_text import StateBoundary
+from .contract import StateBoundary
 from .schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
 from .signals import DebiasMode
 

@@ -5,6 +5,8 @@ a policy can send a flagged answer to review whatever its confidence, and the de
 from __future__ import annotations
 
 import re
+import sys
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -13,12 +15,17 @@ from .contract import INPUT_FLAGS, InputFlag
 
 # Words a customer's message has no reason to address to whoever classifies it: orders to ignore the
 # prompt, claims about which answer is right, answer lines, role lines. English, Spanish, French, German,
-# Portuguese; it misses paraphrases (the threat model in docs/security.md says so).
+# Portuguese; it misses paraphrases (the threat model in docs/security.md says so). Matched on `normalized` text,
+# so its words are written in lower case and plain letters. An order to ignore must name what the classifier
+# reads (instructions, rules, the prompt...) or end on "the above/previous": "please ignore my previous email"
+# is a customer's ordinary sentence.
 _ADDRESSED = re.compile(
     "|".join(
         [
-            r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instruction|criteria|criterion|rule|prompt|option|"
-            r"question|label|above|previous|system)s?\b",
+            r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instruction|criteria|criterion|rule|prompt|"
+            r"directive|guideline|guidance|classifier|classification|label)s?\b",
+            r"\b(ignore|disregard|forget)\s+(all\s+|any\s+|everything\s+)?(of\s+)?(the\s+|your\s+)?(above|previous|"
+            r"prior|preceding|earlier)(\s+(text|content|context|input|messages?))?\s*([.,;:!\n]|$|and\b)",
             r"\b(correct|right|only valid|true|best|expected)\s+(answer|option|choice|label|classification)\s+(is|=|:)",
             r"\b(you|the model|the classifier|the assistant|ai)\s+(must|should|will|shall)\s+"
             r"(answer|choose|select|pick|reply|respond|classify|output)\b",
@@ -34,12 +41,25 @@ _ADDRESSED = re.compile(
             r"\ba\s+resposta\s+correta\s+é\b",
         ]
     ),
-    re.IGNORECASE | re.MULTILINE,
+    re.MULTILINE,
+)
+# Format characters (zero-width spaces and joiners, bidi controls, soft hyphens): invisible, dropped before matching.
+_FORMAT = dict.fromkeys(c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf")
+# Letters of other scripts drawn like Latin ones (Unicode's confusables for Cyrillic and Greek), folded to them.
+_CONFUSABLES = str.maketrans(
+    "аеіјорсхуѕԁɡкмнтвАВЕІЈКМНОРСТХЅαεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeijopcxysdgkmhtbABEIJKMHOPCTXSaeikvoptuxABEZHIKMNOPTYX",
 )
 
 
+def normalized(text: str) -> str:
+    """Text as the flags read it: NFKC (fullwidth and other compatibility forms to plain ones), format characters
+    removed, Cyrillic and Greek look-alikes folded to Latin, case-folded."""
+    return unicodedata.normalize("NFKC", text).translate(_FORMAT).translate(_CONFUSABLES).casefold()
+
+
 def addressed_to_classifier(state: Any) -> bool:
-    return any(_ADDRESSED.search(s) for s in caller_strings(state))
+    return any(_ADDRESSED.search(normalized(s)) for s in caller_strings(state))
 
 
 def flags_of(

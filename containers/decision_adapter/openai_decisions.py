@@ -236,8 +236,11 @@ def answer_of(translated: Translated, qid: str, answer: Any) -> Any:
 
 
 def usage_of(response: DecisionResponse, outcome: DecisionOutcome) -> Usage:
-    """The state's tokens count as cached where the state was reused, as written where it was evaluated."""
+    """The state's tokens count as cached where the state was reused, as written where it was evaluated; neither
+    where the endpoint is shared (the response's x_run then carries no state_source)."""
     state_tokens = outcome.input_tokens - sum(a.suffix_tokens for a in outcome.answers.values())
+    if response.x_run is not None and response.x_run.state_source is None:
+        state_tokens = 0
     reused = outcome.state_source in ("resident", "cache")
     return Usage(
         input_tokens=response.usage.input_tokens,

@@ -12,10 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictStr, Tag
 
-from .contract import MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
+from .contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
 from .schemas import AnswerExtensions, OutOfScope, RunRecord, SlotProbabilities, Timings
-
-MAX_QUESTIONS = 400  # "Ask 1-400 questions about the input" (the SDK's docstring)
 
 
 class _Part(BaseModel):

@@ -28,8 +28,7 @@ from typing import Any, Final, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .actions import Action, Reason
-from .caller_text import StateBoundary
-from .contract import InputFlag, QuestionType
+from .contract import InputFlag, QuestionType, StateBoundary
 from .question_types import kind_of
 from .signals import DebiasMode
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from .caller_text import ControlVocabulary
+from .caller_text import ControlVocabulary, is_marked
 from .errors import RuntimeFailure, TokenBudgetExceeded
 
 log = logging.getLogger("decision_adapter.runtime")
@@ -36,7 +38,9 @@ class LlamaRuntime:
         self._units: list[Unit] = []
         self.tokens_decoded = 0  # a running count: what a request evaluated is the difference
         self.partial_rewind = True  # turned off on the first model whose memory refuses partial removal
-        self.vocabulary = ControlVocabulary(protected_tokens(llm), self._raw_tokenize)
+        scan = scan_vocabulary(llm)
+        self.vocabulary = ControlVocabulary(scan.protected, self._raw_tokenize, structural=scan.structural)
+        self.token_reach = scan.reach
 
     # -- tokens
     def _raw_tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
@@ -52,8 +56,8 @@ class LlamaRuntime:
         return list(self.tokenize(text))
 
     def has_control_string(self, text: str) -> bool:
-        """Whether caller text holds a string of the model's control vocabulary (an input flag)."""
-        return self.vocabulary.contains_protected(text)
+        """Whether caller text holds a string that carries a prompt's structure (the control_strings input flag)."""
+        return self.vocabulary.contains_structural(text)
 
     def token_text(self, which: Literal["bos", "eos"]) -> str:
         """The text of the model's BOS or EOS token; empty where the model has none."""
@@ -125,16 +129,28 @@ class LlamaRuntime:
         self._clear()
 
     def chat_completion(self, **params: Any) -> dict[str, Any]:
-        """llama-cpp-python's chat completion on this context. It neither reuses a decision's KV state nor
-        leaves one behind (generation moves the cache past any unit boundary)."""
+        """llama-cpp-python's chat completion on this context, its prompt tokenized as a decision's is. The messages
+        come marked (caller_text.mark): the chat handler renders them in the model's template and tokenizes the
+        result through the Llama object, whose `tokenize` reads a marked text with this context's vocabulary for the
+        call, so the template's turn markers are control tokens and nothing a message holds is. Text without markers,
+        and a marked prompt whose caller parts hold no protected string, tokenize as llama-cpp-python's own call
+        does. It neither reuses a decision's KV state nor leaves one behind."""
         self._clear()
+        self.llm.tokenize = self._prompt_tokens  # an instance attribute over the method, for this call only
         try:
             result: dict[str, Any] = self.llm.create_chat_completion(**params)
         except ValueError as e:  # llama-cpp-python's "Requested tokens exceed context window"
             raise TokenBudgetExceeded(f"{e} (context budget {self.n_ctx} tokens)") from None
         finally:
+            del self.llm.tokenize
             self._clear()
         return result
+
+    def _prompt_tokens(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        decoded = text.decode("utf-8", errors="replace")
+        if special and is_marked(decoded):
+            return list(self.vocabulary.tokenize(decoded, add_bos=add_bos))
+        return list(type(self.llm).tokenize(self.llm, text, add_bos, special))
 
     # -- snapshots (sequence 0 only: a few MB per thousand tokens on a small model)
     def snapshot(self) -> bytes:
@@ -162,26 +178,64 @@ class LlamaRuntime:
 # llama.cpp's token attributes (llama.h, enum llama_token_attr): the ones its tokenizer matches as special strings.
 _ATTR_UNKNOWN, _ATTR_CONTROL, _ATTR_USER_DEFINED = 1 << 0, 1 << 3, 1 << 4
 PROTECTED_ATTRS = _ATTR_UNKNOWN | _ATTR_CONTROL | _ATTR_USER_DEFINED
+# Vocabularies whose tokens read at most their own text's characters (llama.h, enum llama_vocab_type: SPM, BPE);
+# others (UGM's whitespace folding) give no bound.
+_BOUNDED_VOCABS = (1, 2)
+_PIECE_BYTES = 1024
+# User-defined tokens that are markup a model reads in ordinary text (Gemma declares HTML tags): cut like every
+# protected string, but no sign of a forged prompt structure.
+_MARKUP = re.compile(
+    r"</?(a|abbr|b|blockquote|body|br|caption|center|code|col|colgroup|dd|del|div|dl|dt|em|font|footer|h[1-6]|head|"
+    r"header|hr|html|i|iframe|img|ins|kbd|li|link|main|meta|nav|ol|p|pre|q|s|script|section|small|span|strike|strong|"
+    r"style|sub|sup|table|tbody|td|tfoot|th|thead|title|tr|tt|u|ul)(\s[^<>]*)?/?>",
+    re.IGNORECASE,
+)
 
 
-def protected_tokens(llm: Any) -> dict[int, str]:
-    """Every token the GGUF declares as control, user-defined or unknown, with its text: the strings llama.cpp
-    reads as one special token (BOS/EOS, turn markers, tool and think tags, Gemma's HTML and image tags). Not
-    user-defined runs of whitespace (Gemma's newlines and indents): they are how the model reads whitespace in
-    any text, one newline cannot be cut, and no template's structure rests on them."""
+@dataclass(frozen=True)
+class VocabularyScan:
+    protected: dict[int, str]  # every token llama.cpp matches as a special string, with its text
+    structural: frozenset[int]  # those of them that carry a prompt's structure (not markup)
+    # what limits.TokenFloor counts the fewest tokens of a text from: per ASCII character the most characters a token
+    # that reads it reads, and the most any token reads; None where the vocabulary gives no such bound
+    reach: tuple[dict[str, int], int] | None
+
+
+def scan_vocabulary(llm: Any) -> VocabularyScan:
+    """One pass over the GGUF's vocabulary. Protected: every token declared control, user-defined or unknown,
+    with its text: the strings llama.cpp reads as one special token (BOS/EOS, turn markers, tool and think tags,
+    Gemma's HTML and image tags). Not user-defined runs of whitespace (Gemma's newlines and indents): they are how
+    the model reads whitespace in any text, one newline cannot be cut, and no template's structure rests on them."""
     import llama_cpp
 
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    out: dict[int, str] = {}
+    protected: dict[int, str] = {}
+    structural: set[int] = set()
+    reach = [0] * 128  # per ASCII byte: the longest piece (the bytes a token reads) holding it
+    longest, unbounded = 1, False
+    buf = ctypes.create_string_buffer(_PIECE_BYTES)
     for tid in range(int(llm.n_vocab())):
+        n = llama_cpp.llama_token_to_piece(vocab, tid, buf, _PIECE_BYTES, 0, True)
+        if n < 0:  # a piece longer than the buffer: no bound is safe to claim
+            unbounded = True
+        elif n:
+            longest = max(longest, n)
+            for b in set(buf.raw[:n]):
+                if b < 128 and reach[b] < n:
+                    reach[b] = n
+        text = llama_cpp.llama_vocab_get_text(vocab, tid).decode("utf-8", errors="replace")
         attr = llama_cpp.llama_vocab_get_attr(vocab, tid)
         if not attr & PROTECTED_ATTRS:
             continue
-        text = llama_cpp.llama_vocab_get_text(vocab, tid).decode("utf-8", errors="replace")
         if attr & PROTECTED_ATTRS == _ATTR_USER_DEFINED and not text.strip():
             continue
-        out[tid] = text
-    return out
+        protected[tid] = text
+        if attr & PROTECTED_ATTRS != _ATTR_USER_DEFINED or not _MARKUP.fullmatch(text):
+            structural.add(tid)
+    bounded = int(llama_cpp.llama_vocab_type(vocab)) in _BOUNDED_VOCABS and not unbounded
+    # a character a token reads is in its piece, and a piece holds at least a byte per character it reads
+    per_char = {chr(b): r for b, r in enumerate(reach) if r}
+    return VocabularyScan(protected, frozenset(structural), (per_char, longest) if bounded else None)
 
 
 class NeedsRestore(Exception):

@@ -11,14 +11,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from .actions import Action, Reason
-from .caller_text import StateBoundary
 from .contract import (
     DEFAULT_MODEL_ALIAS,
     MAX_CHOICE_OPTIONS,
+    MAX_QUESTIONS,
     MAX_SCORE_LEVELS,
     MIN_CHOICE_OPTIONS,
     MIN_SCORE_LEVELS,
     InputFlag,
+    StateBoundary,
 )
 from .signals import DebiasMode
 
@@ -82,7 +83,7 @@ class DecisionRequest(BaseModel):
 
     model: str = DEFAULT_MODEL_ALIAS
     state: Text
-    questions: Annotated[dict[str, Question], Field(min_length=1)]
+    questions: Annotated[dict[str, Question], Field(min_length=1, max_length=MAX_QUESTIONS)]
 
     @field_validator("questions")
     @classmethod
@@ -92,10 +93,15 @@ class DecisionRequest(BaseModel):
         return v
 
 
+# The roles a chat template knows: a role is compared and rendered by the template as its own text, so it is not
+# caller text, and anything else is refused.
+ChatRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    role: str
+    role: ChatRole
     content: str | list[Any] | None = None
 
     @field_validator("content")
@@ -249,7 +255,8 @@ class RunRecord(RunIdentity):
     """`x_run`: the run identity and what is particular to one request."""
 
     request_id: str
-    state_source: Literal["resident", "cache", "computed"]  # where the evaluated state came from
+    # where the evaluated state came from; None where DECISION_SHARED_ENDPOINT withholds it
+    state_source: Literal["resident", "cache", "computed"] | None = None
 
 
 class Timings(BaseModel):

@@ -27,12 +27,14 @@ from typing import Any, TypeVar
 from . import events
 from .admission import Lane
 from .calibration import calibration_in_force
+from .caller_text import mark
 from .contract import DEFAULT_MODEL_ALIAS
 from .engine import AnswerMemo, DecisionEngine, DecisionOutcome
 from .errors import AdapterError, ChatNotServed, RuntimeFailure, TokenBudgetExceeded, status_of
 from .events import log_rejection
 from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
+from .limits import RequestLimits, TokenFloor, caller_text_of
 from .model_files import find_gguf, verify_model
 from .policy import Policy
 from .prompting import debias_mode_served, debias_tolerance_served, make_scheme, state_boundary_served
@@ -85,6 +87,14 @@ class ModelService:
         model_file = identity.model_file
         self.served_names = {DEFAULT_MODEL_ALIAS, self.model_name, model_file, model_file.removesuffix(".gguf")}
         self.counters = Counters()
+        first = engines[0]
+        self.limits = RequestLimits(
+            n_ctx=first.rt.n_ctx,
+            max_request_tokens=first.max_request_tokens,
+            floor=TokenFloor(*first.rt.token_reach) if first.rt.token_reach else None,
+            max_questions=settings.max_questions,
+            max_options=settings.max_options,
+        )
         self.decision_lane = Lane(
             "decisions",
             engines,
@@ -157,6 +167,7 @@ class ModelService:
                 cache=cache,
                 reuse_states=settings.state_reuse,
                 out_of_scope=settings.out_of_scope,
+                max_request_tokens=settings.max_request_tokens,
             )
             for runtime in runtimes
         ]
@@ -192,6 +203,7 @@ class ModelService:
         return await self._logged(self.decision_lane, fn, request_id=request_id, route=route)
 
     async def decide(self, request: DecisionRequest, *, request_id: str, route: str) -> DecisionOutcome:
+        self._check_limits(lambda: self.limits.check(request), request_id, route)
         outcome = await self.run(lambda engine: engine.decide(request), request_id=request_id, route=route)
         self.counters.decisions += 1
         return outcome
@@ -201,7 +213,9 @@ class ModelService:
         in their order. A request's adapter error is its own and the others are answered; a runtime failure
         fails them all (the context's state is then unknown)."""
         decided = await self.run(
-            lambda engine: decide_each(engine, requests, route=route), request_id=uuid.uuid4().hex, route=route
+            lambda engine: decide_each(engine, requests, self.limits, route=route),
+            request_id=uuid.uuid4().hex,
+            route=route,
         )
         self.counters.decisions += sum(1 for d in decided if d.outcome is not None)
         return decided
@@ -213,12 +227,22 @@ class ModelService:
                 "chat completions are off on this endpoint (DECISION_CHAT_CONTEXTS=0); it serves decisions"
             )
         params = chat_parameters(request)
+        self._check_limits(lambda: self.limits.check_chat(caller_text_of(params["messages"])), request_id, route)
         result = await self._logged(
             self.chat_lane, lambda rt: rt.chat_completion(**params), request_id=request_id, route=route
         )
         result["model"] = self.model_name  # llama-cpp-python reports the GGUF's path on disk
         self.counters.chats += 1
         return result
+
+    @staticmethod
+    def _check_limits(check: Callable[[], None], request_id: str, route: str) -> None:
+        """A request's limits, before it waits for a context or any of its text is marked or tokenized."""
+        try:
+            check()
+        except TokenBudgetExceeded as e:
+            log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
+            raise
 
     async def _logged(self, lane: Lane[E], fn: Callable[[E], T], *, request_id: str, route: str) -> T:
         try:
@@ -249,9 +273,14 @@ class ModelService:
 
 
 def chat_parameters(request: ChatCompletionRequest) -> dict[str, Any]:
-    """llama-cpp-python's create_chat_completion arguments for the request (256 tokens unless it says)."""
+    """llama-cpp-python's create_chat_completion arguments for the request (256 tokens unless it says). Every string
+    of a message but its role (one of the roles a template knows, schemas.ChatRole) is marked as the caller's:
+    the template renders it as data (runtime.chat_completion)."""
     return {
-        "messages": [m.model_dump(exclude_none=True) for m in request.messages],
+        "messages": [
+            {k: v if k == "role" else mark(v) for k, v in m.model_dump(exclude_none=True).items()}
+            for m in request.messages
+        ],
         "max_tokens": request.max_completion_tokens or request.max_tokens or 256,
         "temperature": request.temperature,
         "top_p": request.top_p,
@@ -260,14 +289,18 @@ def chat_parameters(request: ChatCompletionRequest) -> dict[str, Any]:
     }
 
 
-def decide_each(engine: DecisionEngine, requests: Sequence[DecisionRequest], *, route: str) -> list[Decided]:
-    """The requests on one engine (in a worker thread) in `evaluation_order`, sharing one memo: each gets its
-    outcome or its adapter error (a token-budget refusal logged as alone); a runtime failure is raised."""
+def decide_each(
+    engine: DecisionEngine, requests: Sequence[DecisionRequest], limits: RequestLimits, *, route: str
+) -> list[Decided]:
+    """The requests on one engine (in a worker thread) in `evaluation_order`, sharing one memo: each held to its
+    limits, then given its outcome or its adapter error (a token-budget refusal logged as alone); a runtime failure
+    is raised."""
     decided = [Decided(uuid.uuid4().hex) for _ in requests]
     memo: AnswerMemo = {}  # a question asked again of the same state, in this mini-batch, is not evaluated again
     for i in evaluation_order(requests):
         t0 = time.perf_counter()
         try:
+            limits.check(requests[i])
             decided[i].outcome = engine.decide(requests[i], memo)
         except RuntimeFailure:
             raise

@@ -29,7 +29,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .answer_settings import AnswerSettings, shown, variable
-from .caller_text import StateBoundary
+from .contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, StateBoundary
 from .signals import DebiasMode, debias_mode
 
 SM_PREFIX = "SM_LLAMA_CPP_"
@@ -155,6 +155,32 @@ class AdapterSettings(BaseSettings):
     llama_cpp_build: str = Field("", description="llama.cpp build of the image's library, set by the Dockerfile.")
     model_name: str = Field("", description="Name served in /v1/models and responses; default the GGUF's general.name.")
     drain_timeout_s: int = Field(25, ge=0, le=300, description="On SIGTERM, how long in-flight requests may finish.")
+    max_questions: int = Field(
+        64,
+        ge=1,
+        le=MAX_QUESTIONS,
+        description="Questions one request may ask, on every route (more: 413 before any work). Each question is "
+        "read in one or more option orders: keep what one request costs within SageMaker's 60 s.",
+    )
+    max_options: int = Field(
+        MAX_CHOICE_OPTIONS,
+        ge=2,
+        le=MAX_CHOICE_OPTIONS,
+        description="Options one choice question may offer (more: 413).",
+    )
+    max_request_tokens: int | None = Field(
+        None,
+        ge=256,
+        description="Tokens one request may have evaluated, its state and every question and option order together "
+        "(more: 413, refused from its characters before it is tokenized where they cannot fit); default four "
+        "contexts' worth.",
+    )
+    shared_endpoint: bool = Field(
+        False,
+        description="Callers who must not learn about each other's requests share this endpoint: answers leave out "
+        "what tells whether a state was evaluated before (x_run.state_source, x_evaluated_tokens, x_timing_ms, "
+        "OpenAI usage's cached tokens). Latency still tells it: turn DECISION_STATE_REUSE off too to hide that.",
+    )
 
     @field_validator("order_debias", mode="before")
     @classmethod

@@ -8,12 +8,14 @@ test_adapter_response.py.
 from __future__ import annotations
 
 import json
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
-from decision_adapter import contract
+from decision_adapter import contract, handlers
 from decision_adapter.answers import decision_response
 from decision_adapter.engine import DecisionOutcome, Scored
+from decision_adapter.openai_decisions import usage_of
 from decision_adapter.schemas import (
     AnyQuestion,
     CalibrationInForce,
@@ -22,9 +24,11 @@ from decision_adapter.schemas import (
     DecisionResponse,
     Hardware,
     NoulAnswer,
+    RunIdentity,
     RunRecord,
     ScoreAnswer,
 )
+from decision_adapter.settings import AdapterSettings
 
 RUN = RunRecord(
     model_file="m.gguf",
@@ -166,3 +170,41 @@ def test_the_response_keeps_the_question_order_usage_and_timings() -> None:
         "x_orders",
     ]
     assert all(k.startswith("x_") for k in list(wire)[3:]) and list(wire)[:3] == ["model", "answers", "usage"]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_shared_endpoint_withholds_what_tells_of_other_callers_requests(shared: bool) -> None:
+    """handlers.respond on a stand-in for the model service (what respond reads of it: identity, settings, policy),
+    then OpenAI's usage of the same outcome: whether the state was evaluated before is withheld when shared."""
+    identity = RunIdentity.model_validate(RUN.model_dump(exclude={"request_id", "state_source"}))
+    service = SimpleNamespace(
+        identity=identity, model_name="m", policy=None, settings=AdapterSettings(shared_endpoint=shared)
+    )
+    body = DecisionRequest.model_validate({"state": "s", "questions": {"q": TEAM}})
+    outcome = DecisionOutcome(
+        {"q": scored(["billing", "sales", "legal"], [0.5, 0.3, 0.2])},
+        input_tokens=40,
+        evaluated_tokens=0,
+        state_source="resident",
+        timings_ms={"tokenize": 1.0, "state": 0.0, "questions": 9.0},
+    )
+    response = handlers.respond(cast(Any, service), body, outcome, request_id="r", route="/v1/systemone", latency_ms=9)
+    wire = response.model_dump(exclude_none=True)
+    usage = usage_of(response, outcome).input_tokens_details
+    if shared:
+        assert "state_source" not in wire["x_run"] and "x_timing_ms" not in wire and "x_evaluated_tokens" not in wire
+        assert usage.cached_tokens == usage.cache_write_tokens == 0
+    else:
+        assert wire["x_run"]["state_source"] == "resident" and wire["x_evaluated_tokens"] == 0
+        assert usage.cached_tokens == 33  # the state's tokens: the request's 40 less the question's 7
+    assert (
+        wire["answers"]
+        == handlers.respond(
+            cast(Any, SimpleNamespace(**{**vars(service), "settings": AdapterSettings()})),
+            body,
+            outcome,
+            request_id="r",
+            route="/v1/systemone",
+            latency_ms=9,
+        ).model_dump(exclude_none=True)["answers"]
+    )  # the answers themselves never change

@@ -8,11 +8,14 @@ from typing import Any, cast
 
 import pytest
 from decision_adapter.engine import AnswerMemo, DecisionEngine, DecisionOutcome, Scored
-from decision_adapter.errors import ModelNotServed, RuntimeFailure, TokenBudgetExceeded
+from decision_adapter.errors import ModelNotServed, RequestLimitExceeded, RuntimeFailure, TokenBudgetExceeded
+from decision_adapter.limits import RequestLimits, TokenFloor
 from decision_adapter.schemas import DecisionRequest
 from decision_adapter.service import decide_each, evaluation_order
 
 QUESTIONS = {"refund": {"type": "noul", "instructions": "Money back?"}}
+# a token reads at most 4 characters: a 100-token context holds 400 at the most
+LIMITS = RequestLimits(n_ctx=100, max_request_tokens=400, floor=TokenFloor({}, 4), max_questions=2, max_options=4)
 
 
 def request(state: Any) -> DecisionRequest:
@@ -45,7 +48,7 @@ def test_states_are_evaluated_together_in_order_of_first_appearance() -> None:
 def test_a_records_adapter_error_is_its_own_and_the_others_are_answered_with_one_memo() -> None:
     engine = ScriptedEngine({"long": TokenBudgetExceeded("too long"), "odd": ModelNotServed("not here")})
     requests = [request(s) for s in ["a", "long", "b", "a", "odd"]]
-    decided = decide_each(cast(DecisionEngine, engine), requests, route="/invocations")
+    decided = decide_each(cast(DecisionEngine, engine), requests, LIMITS, route="/invocations")
     assert engine.seen == ["a", "a", "long", "b", "odd"]
     assert [type(d.error).__name__ if d.error else None for d in decided] == [
         None, "TokenBudgetExceeded", None, None, "ModelNotServed"
@@ -57,4 +60,17 @@ def test_a_records_adapter_error_is_its_own_and_the_others_are_answered_with_one
 def test_a_runtime_failure_fails_the_mini_batch() -> None:
     engine = ScriptedEngine({"b": RuntimeFailure("llama_decode failed")})
     with pytest.raises(RuntimeFailure):
-        decide_each(cast(DecisionEngine, engine), [request("a"), request("b")], route="/invocations")
+        decide_each(cast(DecisionEngine, engine), [request("a"), request("b")], LIMITS, route="/invocations")
+
+
+def test_a_record_past_the_limits_is_refused_before_the_engine_sees_it() -> None:
+    engine = ScriptedEngine({})
+    many = DecisionRequest.model_validate({"state": "c", "questions": {f"q{i}": QUESTIONS["refund"] for i in range(3)}})
+    requests = [request("a"), request("x" * 401), many, request("b")]
+    decided = decide_each(cast(DecisionEngine, engine), requests, LIMITS, route="/invocations")
+    assert engine.seen == ["a", "b"]  # neither the long state nor the three questions reached the engine
+    assert [type(d.error) if d.error else None for d in decided] == [
+        None, TokenBudgetExceeded, RequestLimitExceeded, None
+    ]  # fmt: skip
+    assert "at least 106 tokens" in str(decided[1].error)  # 401 characters and the question's 17
+    assert "DECISION_MAX_QUESTIONS" in str(decided[2].error)

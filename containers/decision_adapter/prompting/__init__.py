@@ -6,7 +6,7 @@ template in systemone.py), else this project's generic prompt in the model's cha
 
 from __future__ import annotations
 
-from ..caller_text import StateBoundary
+from ..contract import StateBoundary
 from ..gguf_metadata import DecisionMetadata, ModelMetadata
 from ..settings import AdapterSettings
 from ..signals import DebiasMode

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..caller_text import StateBoundary, unmark
+from ..caller_text import unmark
+from ..contract import StateBoundary
 from ..question_types import kind_of
 from ..schemas import AnyQuestion, Text
 from ..signals import DebiasMode, option_orders
