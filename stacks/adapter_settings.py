@@ -7,8 +7,9 @@
   `model.answer_settings` in cdk.json, if given, must agree with it (a contradiction stops synth, naming both
   values). `ArtifactAnswerSettings` is the stacks' copy of decision_adapter.answer_settings.AnswerSettings.
 - The settings that do not change answers (admission wait, Retry-After floor, state cache, body limit, state
-  reuse, text logging, drain time, the served model name) are set per decision endpoint, `<section>.adapter`
-  (`AdapterOptions`); its limits `max_concurrency` and `max_queue` stay on the section.
+  reuse, text logging, drain time, the served model name, the request limits, a shared endpoint's reticence) are
+  set per decision endpoint, `<section>.adapter` (`AdapterOptions`); `max_concurrency` and `max_queue` stay on
+  the section.
 
 The stacks do not import the adapter: tests/stacks/test_adapter_settings.py checks every name and bound here
 against its settings, and that each of its settings is one of the two kinds or one the stack sets itself.
@@ -76,6 +77,19 @@ class AdapterOptions(FrozenConfig):
         min_length=1,
         max_length=128,
         description="DECISION_MODEL_NAME: the name answers and /v1/models give; absent: the GGUF's.",
+    )
+    max_questions: int | None = Field(
+        default=None, ge=1, le=400, description="DECISION_MAX_QUESTIONS: questions one request may ask (413 past it)."
+    )
+    max_options: int | None = Field(
+        default=None, ge=2, le=255, description="DECISION_MAX_OPTIONS: options one choice question may offer."
+    )
+    max_request_tokens: int | None = Field(
+        default=None, ge=256, description="DECISION_MAX_REQUEST_TOKENS: tokens one request may have evaluated."
+    )
+    shared_endpoint: bool | None = Field(
+        default=None,
+        description="DECISION_SHARED_ENDPOINT: answers leave out what tells whether a state was evaluated before.",
     )
 
 

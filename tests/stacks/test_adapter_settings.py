@@ -42,11 +42,6 @@ SET_BY_SAGEMAKER_OR_THE_IMAGE = {"model_dir", "host", "port", "llama_cpp_build"}
 LEFT_OUT = {
     "api_key": "a secret in a template is readable by anyone who may describe the model; SageMaker signs callers",
     "chat_max_queue": "the decision endpoints run no chat context (DECISION_CHAT_CONTEXTS=0): chat has its endpoint",
-    # the caller-text limits added beside this change (the same issue); they leave answers alone
-    "max_questions": "limits added beside this change, not yet in <section>.adapter",
-    "max_options": "limits added beside this change, not yet in <section>.adapter",
-    "max_request_tokens": "limits added beside this change, not yet in <section>.adapter",
-    "shared_endpoint": "added beside this change, not yet in <section>.adapter",
 }
 OPTIONS = {
     "admission_wait_s": 2.5,
@@ -57,6 +52,10 @@ OPTIONS = {
     "log_text": True,
     "drain_timeout_s": 40,
     "model_name": "support-router",
+    "max_questions": 16,
+    "max_options": 40,
+    "max_request_tokens": 8192,
+    "shared_endpoint": True,
 }
 
 
