@@ -24,6 +24,7 @@ from decision_adapter.manifest import Manifest, read_manifest, write_manifest
 from decision_adapter.policy import Provenance, seal
 from decision_adapter.settings import AdapterSettings, SettingsError, adopt_answer_settings, load_adapter_settings
 from decisionctl import cli
+from decisionctl.certification.policies import check_run_served
 from decisionctl.evaluation.cases import Prediction
 from decisionctl.review import decision_diff, deployed, summary
 from decisionctl.review import record as records
@@ -159,6 +160,11 @@ def test_a_policy_carries_what_it_was_measured_under_and_packaging_refuses_anoth
     err = capsys.readouterr().err
     assert f"{name} {shown(other)} (the policy: {shown(value)})" in err and policy.version in err
     assert read_manifest(path).answer_settings is None  # nothing written
+    # a run under another value is not the artifact's: not recorded; a policy measured again under it may replace it
+    other_run = {**x_run(model_sha256=manifest.sha256), **measured, REPORTED_AS[name]: other, "policy": policy.version}
+    with pytest.raises(records.RecordError, match=rf"{name} {other} \(the artifact's: {value}\)"):
+        records.check_served(other_run, read_manifest(path))
+    check_run_served(other_run, read_manifest(path))
 
 
 def test_package_model_refuses_what_is_not_an_answer_setting(

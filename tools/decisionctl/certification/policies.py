@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from decision_adapter.answer_settings import contradictions, reported
+from decision_adapter.answer_settings import AnswerSettings, contradictions, reported
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import (
     ACTIONS,
@@ -38,8 +38,8 @@ class PolicyRefused(ValueError):
 
 
 def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None:
-    """The evaluated run served this manifest's model, calibration and recorded answer settings; PolicyRefused
-    otherwise."""
+    """The evaluated run served this manifest's model, calibration and the answer settings its block records;
+    PolicyRefused otherwise."""
     run = identity or {}
     served = run.get("model_sha256")
     if served != manifest.sha256:
@@ -62,7 +62,8 @@ def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> 
             "manifest and evaluate again"
         )
     # an adapter adopts the manifest's answer settings at start: another value means it serves another artifact
-    contradicted = contradictions(reported(run), manifest.recorded_answer_settings())
+    # (its block only: a policy written now replaces the one there, and the modes that policy was measured under)
+    contradicted = contradictions(reported(run), manifest.answer_settings or AnswerSettings())
     if contradicted:
         scored = ", ".join(f"{name} {value}" for name, (value, _) in contradicted.items())
         recorded = ", ".join(f"{name} {value}" for name, (_, value) in contradicted.items())

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.answer_settings import AnswerSettings, merged, reported
+from decision_adapter.answer_settings import AnswerSettings, contradictions, merged, reported
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import ACTIONS, Policy, verdict
 
@@ -42,7 +42,8 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def check_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None:
-    """The endpoint served this manifest: its model, its calibration and its policy; RecordError otherwise."""
+    """The endpoint served this manifest: its model, its calibration, its policy and the answer settings it records
+    (its block and its policy's modes); RecordError otherwise."""
     try:
         check_run_served(identity, manifest)
     except PolicyRefused as exc:
@@ -53,6 +54,13 @@ def check_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None
         raise RecordError(
             f"the endpoint served policy {served or 'none'}, but the artifact's manifest holds {wanted or 'none'}: "
             "restart the adapter on this artifact and record again"
+        )
+    contradicted = contradictions(reported(identity or {}), manifest.recorded_answer_settings())
+    if contradicted:
+        listed = ", ".join(f"{name} {mine} (the artifact's: {its})" for name, (mine, its) in contradicted.items())
+        raise RecordError(
+            f"the endpoint served other answer settings than the artifact records: {listed}; restart the adapter on "
+            "this artifact (it adopts them) and record again"
         )
 
 
