@@ -16,6 +16,7 @@ seconds, so on a shared context a decision would wait behind it; here it waits b
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -87,14 +88,6 @@ class ModelService:
         model_file = identity.model_file
         self.served_names = {DEFAULT_MODEL_ALIAS, self.model_name, model_file, model_file.removesuffix(".gguf")}
         self.counters = Counters()
-        first = engines[0]
-        self.limits = RequestLimits(
-            n_ctx=first.rt.n_ctx,
-            max_request_tokens=first.max_request_tokens,
-            floor=TokenFloor(*first.rt.token_reach) if first.rt.token_reach else None,
-            max_questions=settings.max_questions,
-            max_options=settings.max_options,
-        )
         self.decision_lane = Lane(
             "decisions",
             engines,
@@ -112,6 +105,18 @@ class ModelService:
             )
             if chat_runtimes
             else None
+        )
+
+    @functools.cached_property
+    def limits(self) -> RequestLimits:
+        """What one request may ask of a context: every engine's model and budgets are the first one's."""
+        first = self.engines[0]
+        return RequestLimits(
+            n_ctx=first.rt.n_ctx,
+            max_request_tokens=first.max_request_tokens,
+            floor=TokenFloor(*first.rt.token_reach) if first.rt.token_reach else None,
+            max_questions=self.settings.max_questions,
+            max_options=self.settings.max_options,
         )
 
     # -- loading
