@@ -12,7 +12,7 @@ support suite, so the walk stays near three minutes on two cores):
 10-11. record-evaluation for dev and for prod;  12. cdk.json's model.sha256 and s3_key for both;
 13-14. synth dev (warn) and prod (refuse): each binds its record (no evaluation warning, EvaluationRecordSha256, the
        preflight checks the evaluated manifest);
-15. package-model again, as the upload step runs it (without --upload: no S3 here): the archive holds the manifest
+16. package-model again, as the upload step runs it (without --upload: no S3 here): the archive holds the manifest
     the records name.
 
 Gemma is at chance on real decisions (dev-notes): nothing here asserts an answer, only what each step binds. Four
@@ -203,7 +203,7 @@ def walked(tmp_path_factory: pytest.TempPathFactory) -> Walked:
         templates[env], warnings[env] = synthesize(root, env, tmp / f"cdk.out-{env}")
 
     manifest_bytes = manifest.read_bytes()
-    assert package(gguf, artifact) == 0  # 15., without --upload
+    assert package(gguf, artifact) == 0  # 16., without --upload
     assert manifest.read_bytes() == manifest_bytes, "packaging again changed the manifest the records name"
     return Walked(root, artifact, manifest_bytes, served_by_dev, wrong, not_restarted, templates, warnings)
 
