@@ -16,18 +16,21 @@ SERVICE_LINKED_ROLE = (
 )
 
 
-def variant_scalable_target(
-    scope: Construct, construct_id: str, endpoint: SageMakerEndpoint, *, min_capacity: int, max_capacity: int
-) -> appscaling.ScalableTarget:
-    """The endpoint variant's instance count as a scalable target, registered once the endpoint exists."""
-    # Application Auto Scaling acts for SageMaker through its service-linked role (created on first
-    # use), not through a role of ours: naming it stops CDK from adding an unused one.
-    service_linked_role = iam.Role.from_role_arn(
+def service_linked_role(scope: Construct) -> iam.IRole:
+    """Application Auto Scaling acts for SageMaker through its service-linked role (created on first use), not
+    through a role of ours: naming it stops CDK from adding an unused one."""
+    return iam.Role.from_role_arn(
         scope,
         "ServiceLinkedRole",
         cdk.Stack.of(scope).format_arn(service="iam", region="", resource="role", resource_name=SERVICE_LINKED_ROLE),
         mutable=False,
     )
+
+
+def variant_scalable_target(
+    scope: Construct, construct_id: str, endpoint: SageMakerEndpoint, *, min_capacity: int, max_capacity: int
+) -> appscaling.ScalableTarget:
+    """The endpoint variant's instance count as a scalable target, registered once the endpoint exists."""
     target = appscaling.ScalableTarget(
         scope,
         construct_id,
@@ -36,7 +39,7 @@ def variant_scalable_target(
         scalable_dimension="sagemaker:variant:DesiredInstanceCount",
         min_capacity=min_capacity,
         max_capacity=max_capacity,
-        role=service_linked_role,
+        role=service_linked_role(scope),
     )
     # The variant exists only once the endpoint is in service.
     target.node.add_dependency(endpoint.endpoint)

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import aws_cdk as cdk
-from aws_cdk import aws_logs as logs
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from stacks.adapter_settings import ArtifactAnswerSettings
@@ -26,7 +25,9 @@ from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.evaluation_config import EvaluationConfig
 from stacks.guardrails import MAX_ROLLBACK_ALARMS, Deployment
+from stacks.hosting import ModelFootprint, refuse_batch, refuse_capture, require_footprint
 from stacks.invoker_access import InvokerAccess
+from stacks.log_retention import LOG_RETENTION_DAYS
 
 DEFAULT_ENVIRONMENT = "dev"
 BOOTSTRAP_QUALIFIER = (
@@ -39,33 +40,6 @@ def removal_policy_of(destroy_on_delete: bool) -> cdk.RemovalPolicy:
     """What `cdk destroy` does with a stateful resource: delete it, or leave it in the account."""
     return cdk.RemovalPolicy.DESTROY if destroy_on_delete else cdk.RemovalPolicy.RETAIN
 
-
-# CloudWatch Logs accepts only these retention periods (days).
-LOG_RETENTION = {
-    1: logs.RetentionDays.ONE_DAY,
-    3: logs.RetentionDays.THREE_DAYS,
-    5: logs.RetentionDays.FIVE_DAYS,
-    7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS,
-    30: logs.RetentionDays.ONE_MONTH,
-    60: logs.RetentionDays.TWO_MONTHS,
-    90: logs.RetentionDays.THREE_MONTHS,
-    120: logs.RetentionDays.FOUR_MONTHS,
-    150: logs.RetentionDays.FIVE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS,
-    365: logs.RetentionDays.ONE_YEAR,
-    400: logs.RetentionDays.THIRTEEN_MONTHS,
-    545: logs.RetentionDays.EIGHTEEN_MONTHS,
-    731: logs.RetentionDays.TWO_YEARS,
-    1096: logs.RetentionDays.THREE_YEARS,
-    1827: logs.RetentionDays.FIVE_YEARS,
-    2192: logs.RetentionDays.SIX_YEARS,
-    2557: logs.RetentionDays.SEVEN_YEARS,
-    2922: logs.RetentionDays.EIGHT_YEARS,
-    3288: logs.RetentionDays.NINE_YEARS,
-    3653: logs.RetentionDays.TEN_YEARS,
-}
-LOG_RETENTION_DAYS = frozenset(LOG_RETENTION)
 
 IMAGE_FLAVOURS = {"cpu": "cpu", "gpu": "cuda"}  # decision endpoint section -> DLC image flavour
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
@@ -118,6 +92,11 @@ class ModelArtifact(FrozenConfig):
         default=None,
         description="The settings that change answers this environment expects the artifact to have been evaluated "
         "under; synth refuses one that contradicts the evaluation record (stacks/adapter_settings.py).",
+    )
+    footprint: ModelFootprint | None = Field(
+        default=None,
+        description="The GGUF's size and KV bytes per token: components and serverless hosting size memory from "
+        "them (stacks/hosting.py).",
     )
 
     @field_validator("s3_key")
@@ -261,6 +240,16 @@ class EnvironmentConfig(FrozenConfig):
                 )
         return value
 
+    @field_validator("cpu", "gpu")
+    @classmethod
+    def _hosting_fits(
+        cls, value: CpuEndpoint | GpuEndpoint | None, info: ValidationInfo
+    ) -> CpuEndpoint | GpuEndpoint | None:
+        model = info.data.get("model")
+        if value is not None and isinstance(model, ModelArtifact):
+            require_footprint(value.hosting, model.footprint, ctx_size=value.ctx_size, contexts=value.max_concurrency)
+        return value
+
     @field_validator("data_capture")
     @classmethod
     def _captures_decisions(cls, value: DataCapture | None, info: ValidationInfo) -> DataCapture | None:
@@ -268,6 +257,10 @@ class EnvironmentConfig(FrozenConfig):
             raise ValueError(
                 "needs a decision endpoint (cpu or gpu): the chat endpoint's generated text is not captured"
             )
+        for section in ("cpu", "gpu"):
+            settings = info.data.get(section)
+            if value is not None and isinstance(settings, CpuEndpoint | GpuEndpoint):
+                refuse_capture(section, settings.hosting.mode)
         return value
 
     @field_validator("decision_shift")
@@ -295,7 +288,10 @@ class EnvironmentConfig(FrozenConfig):
     def _bulk_runs_on(
         cls, value: BatchTransform | AsyncEndpointConfig | None, info: ValidationInfo
     ) -> BatchTransform | AsyncEndpointConfig | None:
-        return check_runs_on(value, info)
+        checked = check_runs_on(value, info)
+        if isinstance(value, BatchTransform):
+            refuse_batch(value.model, getattr(info.data.get(value.model), "hosting", None))
+        return checked
 
     @property
     def destroy_on_delete(self) -> bool:
@@ -385,7 +381,9 @@ def _describe(error: ValidationError, prefix: str) -> str:
     lines = []
     for item in error.errors(include_url=False):
         key = ".".join([prefix, *(str(part) for part in item["loc"])])
-        shown = "" if item["type"] == "missing" else f" (got {item.get('input')!r})"
+        # a whole section's value says nothing the message has not named
+        whole = item["type"] == "missing" or isinstance(item.get("input"), dict)
+        shown = "" if whole else f" (got {item.get('input')!r})"
         message = item["msg"].removeprefix("Value error, ")
         lines.append(f"{key}: {message}{shown}")
     return "invalid cdk.json context:\n  " + "\n  ".join(lines)

@@ -21,6 +21,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from stacks.invoker_access import sagemaker_arns
+
 CHECK_DEPLOYED_ACTIONS = ("sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint")
 SID = "CheckDeployedEndpoints"
 ASSUME_SID = "AssumeDeployedCheckRole"
@@ -63,6 +65,7 @@ class DeployedCheckRole(Construct):
         environment: str,
         trust: CheckRoleTrust,
         endpoint_names: Sequence[str],
+        component_names: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -80,14 +83,11 @@ class DeployedCheckRole(Construct):
                 {"ArnEquals": {"aws:PrincipalArn": f"arn:{stack.partition}:iam::{account}:role/{trust.github_role}"}}
             ),
         )
-        # the endpoints the stack made, by name, as the invoker policy names them (stacks/invoker_access.py)
+        # the endpoints the stack made and their components, by name, as the invoker policy names them
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid=SID,
                 actions=list(CHECK_DEPLOYED_ACTIONS),
-                resources=[
-                    stack.format_arn(service="sagemaker", resource="endpoint", resource_name=name)
-                    for name in endpoint_names
-                ],
+                resources=sagemaker_arns(self, endpoint_names, component_names),
             )
         )

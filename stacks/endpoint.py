@@ -25,12 +25,17 @@ from constructs import Construct
 
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import deployment_config
+from stacks.hosting import DEFAULT_HOSTING, ComponentsHosting, ServerlessHosting, component_name
+from stacks.hosting_variants import component_deployment, component_variant, inference_component, serverless_variant
 from stacks.instance_types import has_local_nvme
 from stacks.nag import acknowledge
 from stacks.shadow import ShadowCandidate, ShadowModel, shadow_variant
 
 VARIANT_NAME = "AllTraffic"
 ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"  # SageMaker's own name for an endpoint's log group
+COMPONENT_LOG_GROUP_PREFIX = "/aws/sagemaker/InferenceComponents/"  # where a component's container writes
+# The namespaces SageMaker's agent writes an endpoint's (and its components') instance metrics to.
+METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
 EndpointSettings = CpuEndpoint | GpuEndpoint | ChatEndpoint
 
 
@@ -47,13 +52,17 @@ def endpoint_log_group(
     retention: logs.RetentionDays,
     removal_policy: cdk.RemovalPolicy,
     key: kms.IKey,
+    *,
+    prefix: str = ENDPOINT_LOG_GROUP_PREFIX,
+    construct_id: str = "Logs",
 ) -> logs.LogGroup:
     """`/aws/sagemaker/Endpoints/<name>`, where SageMaker writes the endpoint's container logs (every decision
-    line), encrypted with the environment key (its policy lets CloudWatch Logs use it for these groups only)."""
+    line), or a component's `/aws/sagemaker/InferenceComponents/<name>`, encrypted with the environment key (its policy
+    lets CloudWatch Logs use it for these groups only)."""
     return logs.LogGroup(
         scope,
-        "Logs",
-        log_group_name=f"{ENDPOINT_LOG_GROUP_PREFIX}{endpoint_name}",
+        construct_id,
+        log_group_name=f"{prefix}{endpoint_name}",
         retention=retention,
         removal_policy=log_group_removal_policy(removal_policy),
         encryption_key=key,
@@ -78,7 +87,7 @@ def logs_and_metrics_statements(scope: Construct, log_group: logs.LogGroup) -> l
         iam.PolicyStatement(
             actions=["cloudwatch:PutMetricData"],
             resources=["*"],
-            conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
+            conditions={"StringEquals": {"cloudwatch:namespace": list(METRIC_NAMESPACES)}},
         ),
     ]
 
@@ -100,14 +109,16 @@ def decision_model(
     model_data_url: str,
     environment: Mapping[str, str],
     construct_id: str = "Model",
+    network_isolation: bool = True,
 ) -> sagemaker.CfnModel:
-    """The SageMaker model of the adapter image over the artifact, network-isolated, created after the role's
-    policy: SageMaker uses the policy (added to by the stack's grants) as soon as the model exists."""
+    """The SageMaker model of the adapter image over the artifact, network-isolated (but where serverless hosting
+    cannot be), created after the role's policy: SageMaker uses the policy (added to by the stack's grants) as soon as
+    the model exists."""
     model = sagemaker.CfnModel(
         scope,
         construct_id,
         execution_role_arn=role.role_arn,
-        enable_network_isolation=True,
+        enable_network_isolation=network_isolation,
         primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
             image=image,
             model_data_url=model_data_url,
@@ -172,6 +183,7 @@ class ServingEndpoint(SageMakerEndpoint):
         removal_policy: cdk.RemovalPolicy,
         data_capture: sagemaker.CfnEndpointConfig.DataCaptureConfigProperty | None = None,
         shadow: ShadowModel | None = None,
+        memory_mb: int | None = None,
     ) -> None:
         super().__init__(
             scope,
@@ -182,9 +194,32 @@ class ServingEndpoint(SageMakerEndpoint):
             log_key=volume_key,
         )
         self.settings = settings
+        self.hosting = getattr(settings, "hosting", DEFAULT_HOSTING)  # the chat section is hosted on instances
+        components = isinstance(self.hosting, ComponentsHosting)
+        self.component_name = component_name(endpoint_name) if components else None
+        self.container_log_group = self.log_group  # where the container's lines (every decision line) land
+        if self.component_name is not None:
+            self.container_log_group = endpoint_log_group(
+                self,
+                self.component_name,
+                log_retention,
+                removal_policy,
+                volume_key,
+                prefix=COMPONENT_LOG_GROUP_PREFIX,
+                construct_id="ComponentLogs",
+            )
         self.role = self.execution_role(f"SageMaker execution role of the {endpoint_name} endpoint")
+        if self.component_name is not None:
+            for statement in logs_and_metrics_statements(self, self.container_log_group):
+                self.role.add_to_policy(statement)
+        serverless = isinstance(self.hosting, ServerlessHosting)
         self.model = decision_model(
-            self, self.role, image=image, model_data_url=model_data_url, environment=environment
+            self,
+            self.role,
+            image=image,
+            model_data_url=model_data_url,
+            environment=environment,
+            network_isolation=not serverless,
         )
         self.shadow_model: sagemaker.CfnModel | None = None
         shadow_variants = None
@@ -201,11 +236,16 @@ class ServingEndpoint(SageMakerEndpoint):
         self.config = sagemaker.CfnEndpointConfig(
             self,
             "Config",
-            production_variants=[self._variant(model_download_timeout_seconds)],
+            production_variants=[self._variant(model_download_timeout_seconds, memory_mb)],
             shadow_production_variants=shadow_variants,
             data_capture_config=data_capture,
-            # Instance types with local NVMe reject a volume key: their instance storage is always encrypted.
-            kms_key_id=volume_key.key_arn if settings.encrypt_volume and self._shadow_encryptable(shadow) else None,
+            # A components endpoint's config, not its model, names the role its copies run as.
+            execution_role_arn=self.role.role_arn if components else None,
+            # Instance types with local NVMe reject a volume key: their instance storage is always encrypted; a
+            # serverless variant has no volume of ours.
+            kms_key_id=volume_key.key_arn
+            if settings.encrypt_volume and self._shadow_encryptable(shadow) and not serverless
+            else None,
         )
         self.endpoint = sagemaker.CfnEndpoint(
             self,
@@ -217,15 +257,42 @@ class ServingEndpoint(SageMakerEndpoint):
             retain_all_variant_properties=settings.autoscaling.enabled,
         )
         self.endpoint.node.add_dependency(self.log_group)
+        self.component: sagemaker.CfnInferenceComponent | None = None
+        if self.component_name is not None:
+            assert memory_mb is not None and isinstance(settings, CpuEndpoint | GpuEndpoint)
+            self.component = inference_component(
+                self,
+                name=self.component_name,
+                endpoint=self.endpoint,
+                variant_name=VARIANT_NAME,
+                model=self.model,
+                settings=settings,
+                memory_mb=memory_mb,
+                download_timeout=model_download_timeout_seconds,
+            )
+            self.component.node.add_dependency(self.container_log_group)
+
+    @property
+    def metric_dimensions(self) -> dict[str, str]:
+        """What SageMaker's invocation metrics of this endpoint's model are published under: the component's name,
+        or the endpoint and variant."""
+        if self.component_name is not None:
+            return {"InferenceComponentName": self.component_name}
+        return {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
 
     def guard_updates(self, rollback_alarms: Sequence[cloudwatch.Alarm]) -> None:
-        """Deployment guardrails from the settings; the alarms exist before SageMaker is told to watch them."""
-        self.endpoint.deployment_config = deployment_config(
-            self.settings.deployment, [alarm.alarm_name for alarm in rollback_alarms]
-        )
-        self.endpoint.retain_deployment_config = False  # every update uses the configuration in cdk.json
+        """Deployment guardrails from the settings; the alarms exist before SageMaker is told to watch them. A
+        component's copies roll under the component's own deployment config (the endpoint hosts no model)."""
+        names = [alarm.alarm_name for alarm in rollback_alarms]
+        guarded: cdk.CfnResource = self.endpoint
+        if self.component is not None:
+            self.component.deployment_config = component_deployment(self.settings.deployment, names)
+            guarded = self.component
+        else:
+            self.endpoint.deployment_config = deployment_config(self.settings.deployment, names)
+            self.endpoint.retain_deployment_config = False  # every update uses the configuration in cdk.json
         for alarm in rollback_alarms:
-            self.endpoint.node.add_dependency(alarm)
+            guarded.node.add_dependency(alarm)
         if self.settings.deployment.rollback_on_alarms:
             # SageMaker reads the rollback alarms' state with the execution role (deployment guardrails guide).
             self.role.add_to_policy(
@@ -255,8 +322,19 @@ class ServingEndpoint(SageMakerEndpoint):
             inference_ami_version=getattr(s, "inference_ami_version", None),
         )
 
-    def _variant(self, download_timeout: int) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+    def _variant(
+        self, download_timeout: int, memory_mb: int | None
+    ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
         s = self.settings
+        if isinstance(s, CpuEndpoint | GpuEndpoint) and isinstance(s.hosting, ComponentsHosting):
+            return component_variant(
+                s, variant_name=VARIANT_NAME, provision_timeout=s.instance_provision_timeout_seconds
+            )
+        if isinstance(s, CpuEndpoint) and isinstance(s.hosting, ServerlessHosting):
+            assert memory_mb is not None
+            return serverless_variant(
+                s.hosting, variant_name=VARIANT_NAME, model_name=self.model.attr_model_name, memory_mb=memory_mb
+            )
         pooled = len(s.instance_types) > 1
         return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stacks.adapter_settings import AdapterOptions
 from stacks.config_base import FrozenConfig
 from stacks.guardrails import Deployment
+from stacks.hosting import DEFAULT_HOSTING, Hosting, refusals
 from stacks.instance_types import InstanceType, check_cuda_coverage, has_local_nvme, instance_kind, is_gpu_instance
 from stacks.shadow import ShadowCandidate, refuse_rolling
 
@@ -22,7 +23,12 @@ class Autoscaling(FrozenConfig):
         description="Register the variant with Application Auto Scaling. Switch off for one deployment before an "
         "instance type change: SageMaker refuses to change the instance type of a registered variant."
     )
-    min_instances: int = Field(ge=1, le=100, description="Also the initial instance count.")
+    min_instances: int = Field(
+        ge=0,
+        le=100,
+        description="Also the initial instance count; with hosting.mode components the fewest copies, 0 to scale to "
+        "zero (instances mode keeps at least 1).",
+    )
     max_instances: int = Field(ge=1, le=100)
     target_concurrent_requests_per_instance: float = Field(
         gt=0,
@@ -69,7 +75,8 @@ class _Endpoint(FrozenConfig):
     @classmethod
     def _fleet_allows_steps(cls, value: Deployment, info: ValidationInfo) -> Deployment:
         scaling = info.data.get("autoscaling")
-        if isinstance(scaling, Autoscaling):
+        # min_instances 0 is a components endpoint's (checked with hosting): its copies roll in batches at any count
+        if isinstance(scaling, Autoscaling) and scaling.min_instances > 0:
             value.check_fleet(
                 scaling.min_instances, scaling.max_instances if scaling.enabled else scaling.min_instances
             )
@@ -118,6 +125,26 @@ class _DecisionEndpoint(_Endpoint):
     shadow: ShadowCandidate | None = Field(
         default=None, description="A candidate served as the endpoint's shadow variant (stacks/shadow.py)."
     )
+    hosting: Hosting = Field(
+        default=DEFAULT_HOSTING,
+        description="instances (default), components (scales to zero) or serverless (stacks/hosting.py).",
+    )
+
+    @model_validator(mode="after")
+    def _hosting_allows(self) -> _DecisionEndpoint:
+        found = refusals(
+            self.hosting,
+            gpu=isinstance(self, GpuEndpoint),
+            pooled=bool(self.fallback_instance_types),
+            shadow=self.shadow is not None,
+            strategy=self.deployment.strategy,
+            rollback_on_alarms=self.deployment.rollback_on_alarms,
+            scaling_enabled=self.autoscaling.enabled,
+            min_instances=self.autoscaling.min_instances,
+        )
+        if found:
+            raise ValueError(f"hosting.mode {self.hosting.mode} cannot take " + "; ".join(found))
+        return self
 
     @field_validator("shadow")
     @classmethod
@@ -212,3 +239,12 @@ class ChatEndpoint(_Endpoint):
         if info.data.get("flavour") == "cuda" and value is None:
             raise ValueError("is required for the cuda flavour (the CUDA image needs a pinned driver AMI)")
         return value
+
+    @model_validator(mode="after")
+    def _keeps_an_instance(self) -> ChatEndpoint:
+        if self.autoscaling.min_instances == 0:
+            raise ValueError(
+                "autoscaling.min_instances 0: the chat endpoint hosts its model on the variant, which keeps at least "
+                "one instance (only decision sections take hosting.mode components)"
+            )
+        return self

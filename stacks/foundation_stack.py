@@ -23,7 +23,7 @@ from constructs import Construct
 
 from stacks.config import EnvironmentConfig
 from stacks.data_capture import expire_captures
-from stacks.endpoint import ENDPOINT_LOG_GROUP_PREFIX
+from stacks.endpoint import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
 from stacks.model_artifacts import ModelArtifacts
 from stacks.repository import ImageRepository
 
@@ -182,10 +182,15 @@ def alarm_arn_patterns(stack: cdk.Stack, environment: str) -> list[str]:
 
 
 def endpoint_log_group_arn_patterns(stack: cdk.Stack, environment: str) -> list[str]:
-    """The ARNs of this environment's endpoint log groups, as CloudWatch Logs puts them in the encryption context."""
-    return _endpoint_arn_patterns(
-        stack, environment, service="logs", resource="log-group", name_prefix=ENDPOINT_LOG_GROUP_PREFIX
-    )
+    """The ARNs of this environment's endpoint log groups, and of its inference components' (named after their
+    endpoints, stacks/hosting.py), as CloudWatch Logs puts them in the encryption context."""
+    return [
+        pattern
+        for prefix in (ENDPOINT_LOG_GROUP_PREFIX, COMPONENT_LOG_GROUP_PREFIX)
+        for pattern in _endpoint_arn_patterns(
+            stack, environment, service="logs", resource="log-group", name_prefix=prefix
+        )
+    ]
 
 
 def _endpoint_arn_patterns(

@@ -1,5 +1,6 @@
 """Invoker access (cdk.json `invoker_access`, off when absent): one managed policy per environment that may invoke
-exactly its real-time endpoints, and where `bearer_token` is on also mint SageMaker's bearer tokens for its
+exactly its real-time endpoints and their inference components (an invocation of a components endpoint names the
+component, and IAM checks both ARNs), and where `bearer_token` is on also mint SageMaker's bearer tokens for its
 OpenAI-compatible route; the policy's ARN is exported for applications to attach to their own roles."""
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ class InvokerAccess(FrozenConfig):
     )
 
 
+def sagemaker_arns(scope: Construct, endpoint_names: Sequence[str], component_names: Sequence[str]) -> list[str]:
+    """The endpoints' ARNs, then their inference components' (`inference-component/<name>`)."""
+    stack = cdk.Stack.of(scope)
+    named = [("endpoint", name) for name in endpoint_names] + [("inference-component", n) for n in component_names]
+    return [stack.format_arn(service="sagemaker", resource=kind, resource_name=name) for kind, name in named]
+
+
 def policy_name(environment: str) -> str:
     return f"decision-{environment}-invoke"
 
@@ -46,12 +54,10 @@ class InvokerPolicy(Construct):
         environment: str,
         endpoint_names: Sequence[str],
         bearer_token: bool,
+        component_names: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = cdk.Stack.of(self)
-        self.endpoint_arns = [
-            stack.format_arn(service="sagemaker", resource="endpoint", resource_name=name) for name in endpoint_names
-        ]
+        self.endpoint_arns = sagemaker_arns(self, endpoint_names, component_names)
         statements = [iam.PolicyStatement(sid="InvokeTheEndpoints", actions=[INVOKE], resources=self.endpoint_arns)]
         if bearer_token:
             statements.append(
@@ -74,7 +80,7 @@ class InvokerPolicy(Construct):
                 "whose every permission a token may carry",
             )
         cdk.CfnOutput(
-            stack,
+            cdk.Stack.of(self),
             "InvokerPolicyArn",
             value=self.policy.managed_policy_arn,
             export_name=export_name(environment),

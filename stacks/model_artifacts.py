@@ -18,7 +18,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from stacks.config import LOG_RETENTION, removal_policy_of
+from stacks.config import removal_policy_of
+from stacks.log_retention import LOG_RETENTION
 from stacks.nag import acknowledge
 
 AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"  # CDK's singleton in the stack

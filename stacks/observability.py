@@ -20,8 +20,6 @@ chat endpoint.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -29,11 +27,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from stacks.config import LOG_RETENTION, Alarms
+from stacks.component_scaling import NO_CAPACITY_METRIC
+from stacks.config import Alarms
 from stacks.endpoint import ServingEndpoint
+from stacks.log_retention import LOG_RETENTION
 
 SAGEMAKER = "AWS/SageMaker"
-SAGEMAKER_INSTANCES = "/aws/sagemaker/Endpoints"
 OVERLOAD_PATTERN = '{ $.event = "overload_rejected" }'
 RUNTIME_FAILURE_PATTERN = '{ $.event = "runtime_failure" }'
 # action -> (the adapter's per-request count field in its `decision` line, the metric that sums it)
@@ -112,7 +111,7 @@ class EndpointAlarms(Construct):
             lines = logs.MetricFilter(
                 self,
                 "OverloadRejectedLines",
-                log_group=endpoint.log_group,
+                log_group=endpoint.container_log_group,
                 filter_pattern=logs.FilterPattern.literal(OVERLOAD_PATTERN),
                 metric_namespace=overload_namespace(name),
                 metric_name="OverloadRejections",
@@ -131,7 +130,7 @@ class EndpointAlarms(Construct):
             failures = logs.MetricFilter(
                 self,
                 "RuntimeFailureLines",
-                log_group=endpoint.log_group,
+                log_group=endpoint.container_log_group,
                 filter_pattern=logs.FilterPattern.literal(RUNTIME_FAILURE_PATTERN),
                 metric_namespace=overload_namespace(name),
                 metric_name="RuntimeFailures",
@@ -197,7 +196,7 @@ class EndpointAlarms(Construct):
         lines = logs.MetricFilter(
             self,
             f"{metric_name}Lines",
-            log_group=self.endpoint.log_group,
+            log_group=self.endpoint.container_log_group,
             filter_pattern=logs.FilterPattern.literal(action_pattern(field)),
             metric_namespace=overload_namespace(self.endpoint.endpoint_name),
             metric_name=metric_name,
@@ -273,7 +272,7 @@ class EndpointAlarms(Construct):
         label: str | None = None,
         instance_type: str | None = None,
     ) -> cloudwatch.Metric:
-        dimensions = {"EndpointName": self.endpoint.endpoint_name, "VariantName": self.endpoint.variant_name}
+        dimensions = self.endpoint.metric_dimensions
         if instance_type is not None:  # one type of a pooled variant
             dimensions["InstanceType"] = instance_type
         return cloudwatch.Metric(
@@ -286,9 +285,16 @@ class EndpointAlarms(Construct):
         )
 
     def error_rate(self, errors: str) -> cloudwatch.MathExpression:
+        """Percent of invocations that got `errors`. A component's invocations turned away while it is at zero copies
+        (each a 400 that wakes it) are taken out: an endpoint does not alarm merely for being at zero."""
+        using = {"errors": self.metric(errors, "Sum"), "invocations": self.metric("Invocations", "Sum")}
+        counted = "errors"
+        if self.endpoint.component_name is not None and errors == "Invocation4XXErrors":
+            using["nocapacity"] = self.metric(NO_CAPACITY_METRIC, "Sum")
+            counted = "IF(errors > FILL(nocapacity, 0), errors - FILL(nocapacity, 0), 0)"
         return cloudwatch.MathExpression(
-            expression="IF(invocations > 0, 100 * errors / invocations, 0)",
-            using_metrics={"errors": self.metric(errors, "Sum"), "invocations": self.metric("Invocations", "Sum")},
+            expression=f"IF(invocations > 0, 100 * {counted} / invocations, 0)",
+            using_metrics=using,
             period=self.period,
             label=f"{errors} (% of invocations)",
         )
@@ -315,63 +321,3 @@ class EndpointAlarms(Construct):
             datapoints_to_alarm=self.datapoints_to_alarm,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-
-
-def build_dashboard(scope: Construct, *, environment: str, endpoints: Sequence[EndpointAlarms]) -> cloudwatch.Dashboard:
-    """One row per endpoint: latency, invocations, errors, instance count."""
-    dashboard = cloudwatch.Dashboard(scope, "Dashboard", dashboard_name=f"DecisionEndpoints-{environment}")
-    for alarms in endpoints:
-        name = alarms.endpoint.endpoint_name
-        errors: list[cloudwatch.IMetric] = [
-            alarms.metric("Invocation4XXErrors", "Sum", label="4xx"),
-            alarms.metric("Invocation5XXErrors", "Sum", label="5xx"),
-            alarms.metric("InvocationModelErrors", "Sum", label="Model errors"),
-        ]
-        if alarms.overload_rejections is not None:
-            errors.append(alarms.overload_rejections)
-        dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"### {name}", width=24, height=1))
-        pool = alarms.endpoint.settings.instance_types
-        latency: list[cloudwatch.IMetric] = [alarms.metric("ModelLatency", p, label=p) for p in ("p50", "p95", "p99")]
-        if len(pool) > 1:
-            latency += [alarms.metric("ModelLatency", "p95", label=f"p95 {t}", instance_type=t) for t in pool]
-        dashboard.add_widgets(
-            cloudwatch.GraphWidget(
-                title=f"{name}: model latency (µs)",
-                left=latency,
-                right=[alarms.metric("OverheadLatency", "p95", label="overhead p95")],
-                width=6,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name}: invocations",
-                left=[alarms.metric("Invocations", "Sum", label="invocations")],
-                right=[
-                    alarms.metric(
-                        "ConcurrentRequestsPerModel",
-                        "Average",
-                        label="concurrent requests per instance (the scaling metric)",
-                    )
-                ],
-                width=6,
-            ),
-            cloudwatch.GraphWidget(title=f"{name}: errors", left=errors, width=6),
-            cloudwatch.GraphWidget(
-                title=f"{name}: instances",
-                # Each in-service instance reports CPUUtilization once a minute.
-                left=[
-                    alarms.metric(
-                        "CPUUtilization", "SampleCount", namespace=SAGEMAKER_INSTANCES, label="instances reporting"
-                    ).with_(period=cdk.Duration.minutes(1))
-                ],
-                width=6,
-            ),
-        )
-        if alarms.action_counts:
-            dashboard.add_widgets(
-                cloudwatch.GraphWidget(
-                    title=f"{name}: answers by action (% of answers under the served policy)",
-                    left=[alarms.action_rate(action) for action in alarms.action_counts],
-                    left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
-                    width=24,
-                )
-            )
-    return dashboard

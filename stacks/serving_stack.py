@@ -7,6 +7,7 @@ attribute -> model), so a rebuilt image replaces the model and config on the sam
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import aws_cdk as cdk
@@ -19,7 +20,9 @@ from stacks.adapter_settings import ANSWER_VARIABLES, answer_environment, option
 from stacks.async_inference import AsyncDecisionEndpoint
 from stacks.autoscaling import EndpointAutoscaling
 from stacks.batch_transform import BatchTransformJobs
+from stacks.component_scaling import ComponentScaling, endpoint_scaling
 from stacks.config import IMAGE_FLAVOURS, EnvironmentConfig
+from stacks.dashboard import build_dashboard
 from stacks.data_capture import capture_config, grant_capture
 from stacks.decision_shift import DecisionShiftAlarms
 from stacks.deployed_check_access import CHECK_ROLE_OUTPUT, CheckRoleTrust, DeployedCheckRole
@@ -28,9 +31,10 @@ from stacks.endpoint import ServingEndpoint
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.evaluation_config import RECORD_OUTPUT, Binding
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
+from stacks.hosting import hosted_memory_mb
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.invoker_access import InvokerPolicy
-from stacks.observability import EndpointAlarms, build_dashboard, log_retention, overload_namespace
+from stacks.observability import EndpointAlarms, log_retention, overload_namespace
 from stacks.preflight import ModelPreflight
 from stacks.shadow import ShadowModel
 
@@ -40,7 +44,7 @@ ALL_GPU_LAYERS = "999"
 @dataclass(frozen=True)
 class DeployedEndpoint:
     endpoint: ServingEndpoint
-    scaling: EndpointAutoscaling | None
+    scaling: EndpointAutoscaling | ComponentScaling | None
     alarms: EndpointAlarms
     decision_shift: DecisionShiftAlarms | None = None
 
@@ -191,6 +195,7 @@ class ServingStack(cdk.Stack):
                 environment=config.name,
                 trust=deployed_check,
                 endpoint_names=[self.endpoints[section].endpoint.endpoint_name for section in decision],
+                component_names=self._component_names(decision),
             )
             cdk.CfnOutput(
                 self,
@@ -205,6 +210,7 @@ class ServingStack(cdk.Stack):
                 "InvokerPolicy",
                 environment=config.name,
                 endpoint_names=[d.endpoint.endpoint_name for d in self.endpoints.values()],
+                component_names=self._component_names(self.endpoints),
                 bearer_token=config.invoker_access.bearer_token,
             )
 
@@ -252,6 +258,11 @@ class ServingStack(cdk.Stack):
             if capture is not None
             else None,
             shadow=shadow,
+            memory_mb=hosted_memory_mb(
+                settings.hosting, config.model.footprint, ctx_size=settings.ctx_size, contexts=settings.max_concurrency
+            )
+            if isinstance(settings, CpuEndpoint | GpuEndpoint)
+            else None,
         )
         endpoint.model.node.add_dependency(self.preflight.resource)
         # Read exactly the model object (and a shadow candidate's), decrypting only through S3 and ECR.
@@ -273,9 +284,9 @@ class ServingStack(cdk.Stack):
                 },
             )
         )
-        scaling = None
-        if settings.autoscaling.enabled:
-            scaling = EndpointAutoscaling(self, f"{label}Scaling", endpoint=endpoint, settings=settings.autoscaling)
+        scaling = endpoint_scaling(self, f"{label}Scaling", endpoint=endpoint, settings=settings.autoscaling)
+        if endpoint.component_name is not None:  # callers name it on every invocation
+            cdk.CfnOutput(self, f"{label}InferenceComponentName", value=endpoint.component_name)
         alarms = EndpointAlarms(
             self,
             f"{label}Alarms",
@@ -293,7 +304,7 @@ class ServingStack(cdk.Stack):
                 self,
                 f"{label}DecisionShift",
                 endpoint_name=name,
-                log_group=endpoint.log_group,
+                log_group=endpoint.container_log_group,
                 namespace=overload_namespace(name),
                 shift=config.decision_shift,
                 period=alarms.period,
@@ -308,6 +319,11 @@ class ServingStack(cdk.Stack):
         self.endpoints[section] = DeployedEndpoint(endpoint, scaling, alarms, shift)
         cdk.CfnOutput(self, f"{label}EndpointName", value=name)
         return endpoint
+
+    def _component_names(self, sections: Iterable[str]) -> list[str]:
+        """The inference components of these sections' endpoints (components hosting), for the grants to invoke."""
+        found = (self.endpoints[section].endpoint.component_name for section in sections)
+        return [name for name in found if name is not None]
 
     def _shadow_model(self, settings: CpuEndpoint | GpuEndpoint, env: dict[str, str]) -> ShadowModel:
         """The candidate's artifact with the production settings; the adapter checks the candidate's GGUF and adopts

@@ -2,7 +2,9 @@
 
 Variants: the two environments of cdk.json as they are, and "variant": dev with the stock chat
 endpoint switched on, an existing alarm topic and a pinned (fictitious) account, so that the
-optional paths are synthesized and checked by cdk-nag and cfn-lint too.
+optional paths are synthesized and checked by cdk-nag and cfn-lint too. HOSTING_VARIANTS synthesize each hosting
+mode (stacks/hosting.py) of dev and prod, and "prod-full": prod's sections as components with every optional part
+that mode takes on (batch, async, decision shift, invoker access with bearer tokens, the GitHub stack).
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANT_ACCOUNT = "123456789012"
 VARIANT_TOPIC = f"arn:aws:sns:us-west-2:{VARIANT_ACCOUNT}:existing-alarms"
 VARIANTS = ("dev", "prod", "variant")
+HOSTING_VARIANTS = (
+    "dev-instances",
+    "dev-components",
+    "dev-serverless",
+    "prod-components",
+    "prod-serverless",
+    "prod-full",
+)
+# A stand-in for prod's model (Qwen3-4B's shape, Q4_K_M): prod's cdk.json names no footprint (its sha is a placeholder)
+PROD_FOOTPRINT = {"gguf_bytes": 2_497_280_256, "kv_bytes_per_token": 147_456}
 
 
 def cdk_context() -> dict[str, Any]:
@@ -63,6 +75,51 @@ def variant_context() -> dict[str, Any]:
     return context
 
 
+def hosting_context(variant: str) -> dict[str, Any]:
+    """One of HOSTING_VARIANTS: `<env>-<mode>`, or prod-full."""
+    context = cdk_context()
+    environment, mode = variant.split("-", 1)
+    env = context["environments"][environment]
+    env["model"].setdefault("footprint", dict(PROD_FOOTPRINT))
+    env["invoker_access"] = {"enabled": True, "bearer_token": mode == "full"}
+    sections = [s for s in ("cpu", "gpu") if env[s].get("enabled")]
+    for section in sections:
+        settings = env[section]
+        if mode == "instances":
+            settings["hosting"] = {"mode": "instances"}
+        elif mode in ("components", "full"):
+            settings["hosting"] = {"mode": "components"}
+            if section == "cpu":
+                settings["hosting"]["cpu_cores_per_copy"] = settings["threads"] / 2
+            settings["fallback_instance_types"] = []
+            settings.pop("model_latency_p95_ms_by_instance_type", None)
+            # dev's cpu and prod's gpu reach zero; prod's cpu keeps its two copies
+            settings["autoscaling"]["min_instances"] = 2 if (environment, section) == ("prod", "cpu") else 0
+            if settings["deployment"]["strategy"] in ("canary", "linear"):
+                settings["deployment"] = {**settings["deployment"], "strategy": "rolling"}
+                settings["deployment"].pop("termination_wait_seconds", None)
+        elif section == "cpu":  # serverless: the cpu section only (CPU only)
+            settings["hosting"] = {"mode": "serverless", "max_concurrency": 8, "network_isolation": False}
+            settings["autoscaling"]["enabled"] = False
+            deployment = settings["deployment"]
+            settings["deployment"] = {
+                "strategy": "all_at_once",
+                "wait_seconds": deployment["wait_seconds"],
+                "rollback_on_alarms": deployment["rollback_on_alarms"],
+            }
+    if mode == "full":
+        from tests.stacks.test_bulk_stacks import ASYNC, BATCH
+        from tests.stacks.test_production_loop_stacks import loop_context
+
+        env["decision_shift"] = loop_context()["environments"]["prod"]["decision_shift"]
+        env["batch"], env["async"] = copy.deepcopy(BATCH), copy.deepcopy(ASYNC)
+    if mode in ("full", "components"):  # the pipeline: dev's deployed-check role invokes dev's component
+        context["github"] = {"owner": "example-org", "repository": "decision-endpoints", "create_oidc_provider": True}
+        context["environments"]["prod"]["account"] = "111122223333"
+        context["environments"]["dev"]["account"] = "444455556666"
+    return context
+
+
 @dataclass(frozen=True)
 class Synthesized:
     environment: str
@@ -92,8 +149,11 @@ class Synthesized:
 @functools.cache
 def synthesize(variant: str) -> Synthesized:
     """Raises if cdk-nag (registered by build_app) reports any unacknowledged finding."""
-    context = variant_context() if variant == "variant" else cdk_context()
-    environment = "dev" if variant == "variant" else variant
+    if variant in HOSTING_VARIANTS:
+        context, environment = hosting_context(variant), variant.split("-", maxsplit=1)[0]
+    else:
+        context = variant_context() if variant == "variant" else cdk_context()
+        environment = "dev" if variant == "variant" else variant
     outdir = Path(tempfile.mkdtemp(prefix=f"cdk-{variant}-"))
     atexit.register(shutil.rmtree, outdir, True)
     app = build_app(environment, context=context, outdir=str(outdir))

@@ -1,10 +1,11 @@
 """checkov and cfn-lint over every synthesized variant; each remaining checkov failure is acknowledged, with its
 reason, in checkov_acknowledged.yaml.
 
-Variants: the session's dev, prod and variant (tests/cdk_support.py), and "full": prod with Batch Transform, the
-asynchronous endpoint, capture, a shadow, decision shift and the GitHub stack, synthesized once here (cfn-lint
-sees dev, prod and variant in test_cfn_lint.py, the full variant here). checkov 3.3.30 runs from its own venv,
-.cache/checkov, which `./dev setup` installs; it scans the templates offline (--skip-download).
+Variants: the session's dev, prod and variant (tests/cdk_support.py), each hosting mode's (HOSTING_VARIANTS), and
+"full": prod with Batch Transform, the asynchronous endpoint, capture, a shadow, decision shift and the GitHub
+stack, synthesized once here (cfn-lint sees the others in test_cfn_lint.py, the full variant here). checkov
+3.3.30 runs from its own venv, .cache/checkov, which `./dev setup` installs; it scans the templates offline
+(--skip-download).
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ import yaml
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
 
 from app import build_app
-from tests.cdk_support import ROOT, VARIANTS, synthesize
+from tests.cdk_support import HOSTING_VARIANTS, ROOT, VARIANTS, synthesize
 from tests.stacks.test_bulk_stacks import ASYNC, BATCH
 from tests.stacks.test_production_loop_stacks import loop_context
 
 CHECKOV = ROOT / ".cache" / "checkov" / "bin" / "checkov"
 ACKNOWLEDGED = Path(__file__).with_name("checkov_acknowledged.yaml")
 FULL = "full"
+SCANNED = (*VARIANTS, *HOSTING_VARIANTS, FULL)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
     full = Path(tempfile.mkdtemp(prefix="cdk-full-"))
     try:
         build_app("prod", context=full_context(), outdir=str(full)).synth()  # raises on any cdk-nag finding
-        outdirs = {**{v: synthesize(v).outdir for v in VARIANTS}, FULL: full}
+        outdirs = {**{v: synthesize(v).outdir for v in (*VARIANTS, *HOSTING_VARIANTS)}, FULL: full}
         for variant, outdir in outdirs.items():
             (root / variant).mkdir()
             for template in outdir.glob("*.template.json"):
@@ -103,7 +105,7 @@ def _covers(entry: dict[str, Any], failure: Failure) -> bool:
     return (
         entry["check"] == failure.check
         and any(fnmatchcase(failure.resource, pattern) for pattern in entry["resources"])
-        and failure.variant in entry.get("variants", [*VARIANTS, FULL])
+        and failure.variant in entry.get("variants", SCANNED)
     )
 
 
@@ -112,12 +114,12 @@ def test_every_acknowledgement_has_a_check_resources_and_a_reason() -> None:
         assert set(entry) <= {"check", "resources", "variants", "reason"}, entry
         assert entry["check"].startswith("CKV") and entry["resources"], entry
         assert len(entry["reason"]) >= 80, entry  # a reason a reviewer can check, not a label
-        assert set(entry.get("variants", [])) <= {*VARIANTS, FULL}, entry
+        assert set(entry.get("variants", [])) <= set(SCANNED), entry
 
 
 def test_every_variant_is_scanned(scanned: tuple[list[Failure], dict[str, tuple[int, int]]]) -> None:
     _, counts = scanned
-    assert set(counts) == {*VARIANTS, FULL}
+    assert set(counts) == set(SCANNED)
     assert all(passed > 150 for passed, _ in counts.values()), counts  # the templates were read, not skipped
 
 
