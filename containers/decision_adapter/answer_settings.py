@@ -26,6 +26,8 @@ REPORTED_AS = {
     "adaptive_tolerance": "order_debias_tolerance",
     "state_boundary": "state_boundary",
 }
+# x_run also reports the others, under their own names (a policy does not: they were not measured into it).
+RUN_REPORTS = (*REPORTED_AS, "out_of_scope", "min_label_mass", "rotation_max_options", "debias_max_options")
 
 
 class AnswerSettings(BaseModel):
@@ -82,6 +84,13 @@ def reported(fields: Mapping[str, Any]) -> AnswerSettings:
     if values["order_debias"] != "adaptive":
         values["adaptive_tolerance"] = None
     return AnswerSettings.model_validate(values)
+
+
+def run_answer_settings(run: Mapping[str, Any]) -> AnswerSettings:
+    """The answer settings an x_run (a run identity) reports: those `reported` reads, and the rest of RUN_REPORTS
+    under their own names."""
+    rest = {name: run.get(name) for name in RUN_REPORTS if name not in REPORTED_AS}
+    return AnswerSettings.model_validate({**reported(run).model_dump(), **rest})
 
 
 def contradictions(first: AnswerSettings, second: AnswerSettings) -> dict[str, tuple[Any, Any]]:

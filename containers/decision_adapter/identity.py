@@ -7,7 +7,9 @@ import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from . import __version__
 from .contract import StateBoundary
@@ -79,7 +81,10 @@ def build_identity(
     order_debias_tolerance: float | None = None,
     policy: str | None = None,
     state_boundary: StateBoundary | None = None,
+    served: Mapping[str, Any] | None = None,
 ) -> RunIdentity:
+    """`served`: the other answer settings in force (RunIdentity's out_of_scope, min_label_mass, rotation_max_options,
+    debias_max_options)."""
     return RunIdentity(
         model_file=model_file,
         model_sha256=model_sha256,
@@ -98,4 +103,5 @@ def build_identity(
         order_debias_tolerance=order_debias_tolerance,
         policy=policy,
         state_boundary=state_boundary,
+        **(served or {}),
     )

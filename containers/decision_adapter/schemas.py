@@ -249,6 +249,11 @@ class RunIdentity(BaseModel):
     order_debias_tolerance: float | None = None  # adaptive mode: the most a reported probability may differ
     policy: str | None = None  # version of the threshold policy the answers' x_action come from
     state_boundary: StateBoundary | None = None  # how the generic prompt marks the state as data; None: a GGUF's scheme
+    # the other settings that change answers (answer_settings.py), as served; None: not in force (a GGUF's scheme)
+    out_of_scope: bool | None = None
+    min_label_mass: float | None = None
+    rotation_max_options: int | None = None
+    debias_max_options: int | None = None
 
 
 class RunRecord(RunIdentity):

@@ -192,6 +192,7 @@ class ModelService:
             scheme=scheme.name,
             policy=policy.version if policy is not None else None,
             state_boundary=served_boundary,
+            served=served_answer_settings(settings, generic=served_boundary is not None),
         )
         return cls(
             settings=settings,
@@ -275,6 +276,18 @@ class ModelService:
     def close(self) -> None:
         for llm in self.llms:
             llm.close()
+
+
+def served_answer_settings(settings: AdapterSettings, *, generic: bool) -> dict[str, Any]:
+    """The answer settings x_run reports beside the debias mode and the state boundary: the out-of-scope option and
+    the minimum label mass always, the option counts debiased and rotated where the generic prompt reads them."""
+    served: dict[str, Any] = {"out_of_scope": settings.out_of_scope, "min_label_mass": settings.min_label_mass}
+    if generic:
+        served |= {
+            "rotation_max_options": settings.rotation_max_options,
+            "debias_max_options": settings.debias_max_options,
+        }
+    return served
 
 
 def chat_parameters(request: ChatCompletionRequest) -> dict[str, Any]:

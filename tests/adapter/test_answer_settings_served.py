@@ -128,7 +128,8 @@ def served(deployed: Deployed, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def test_the_record_holds_the_settings_its_run_served(deployed: Deployed) -> None:
     record = json.loads((deployed.root / RECORD).read_text(encoding="utf-8"))
-    assert record["answer_settings"] == ANSWER_SETTINGS
+    # and those x_run reports that the manifest does not record: the run's own (here the defaults), now carried too
+    assert record["answer_settings"] == {**ANSWER_SETTINGS, "rotation_max_options": 8, "debias_max_options": 26}
     assert record["artifact"]["policy_version"] == deployed.policy_version
 
 

@@ -192,6 +192,22 @@ def test_the_evaluation_record_holds_it(name: str, tmp_path: Path) -> None:
     assert recorded(manifest, identity)["answer_settings"] == {name: value}
 
 
+@ROWS
+def test_a_run_that_served_a_setting_the_manifest_does_not_record_records_it(name: str, tmp_path: Path) -> None:
+    """x_run reports every answer setting in force (the out-of-scope option, the minimum label mass and the option
+    counts under their own names), so a setting evaluated from the environment alone is recorded too, and the stacks
+    then deploy it; a run under another value than the manifest's is refused."""
+    value, other = CARRIED[name]
+    manifest = read_manifest(packaged(tmp_path) / "manifest.json")  # records nothing
+    identity = {**x_run(model_sha256=manifest.sha256), "order_debias_mode": "adaptive"}
+    identity[REPORTED_AS.get(name, name)] = value
+    records.check_served(identity, manifest)
+    assert recorded(manifest, identity)["answer_settings"][name] == value
+    pinned = read_manifest(packaged(tmp_path, f"{name}={shown(other)}") / "manifest.json")
+    with pytest.raises(records.RecordError):
+        records.check_served({**identity, "model_sha256": pinned.sha256}, pinned)
+
+
 @REPORTED_ROWS
 def test_a_run_that_served_another_value_is_not_recorded(name: str, tmp_path: Path) -> None:
     """x_run reports the debias mode, its tolerance (adaptive) and the boundary: a run under another one is refused."""

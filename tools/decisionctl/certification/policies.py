@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from decision_adapter.answer_settings import AnswerSettings, contradictions, reported
+from decision_adapter.answer_settings import AnswerSettings, contradictions, run_answer_settings
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import (
     ACTIONS,
@@ -63,7 +63,7 @@ def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> 
         )
     # an adapter adopts the manifest's answer settings at start: another value means it serves another artifact
     # (its block only: a policy written now replaces the one there, and the modes that policy was measured under)
-    contradicted = contradictions(reported(run), manifest.answer_settings or AnswerSettings())
+    contradicted = contradictions(run_answer_settings(run), manifest.answer_settings or AnswerSettings())
     if contradicted:
         scored = ", ".join(f"{name} {value}" for name, (value, _) in contradicted.items())
         recorded = ", ".join(f"{name} {value}" for name, (_, value) in contradicted.items())

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.answer_settings import contradictions, reported, shown
+from decision_adapter.answer_settings import contradictions, run_answer_settings, shown
 
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import Case
@@ -74,7 +74,7 @@ def artifact_mismatches(identity: Mapping[str, Any], record: Mapping[str, Any]) 
         for field, value in wanted.items()
         if identity.get(field) != value
     ]
-    contradicted = contradictions(reported(identity), records.answer_settings_of(record))
+    contradicted = contradictions(run_answer_settings(identity), records.answer_settings_of(record))
     return found + [
         f"serves other answer settings: {name} {shown(served)}, the record's {shown(recorded)}"
         for name, (served, recorded) in contradicted.items()

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.answer_settings import AnswerSettings, contradictions, merged, reported
+from decision_adapter.answer_settings import AnswerSettings, contradictions, merged, run_answer_settings
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import ACTIONS, Policy, verdict
 
@@ -55,7 +55,7 @@ def check_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None
             f"the endpoint served policy {served or 'none'}, but the artifact's manifest holds {wanted or 'none'}: "
             "restart the adapter on this artifact and record again"
         )
-    contradicted = contradictions(reported(identity or {}), manifest.recorded_answer_settings())
+    contradicted = contradictions(run_answer_settings(identity or {}), manifest.recorded_answer_settings())
     if contradicted:
         listed = ", ".join(f"{name} {mine} (the artifact's: {its})" for name, (mine, its) in contradicted.items())
         raise RecordError(
@@ -66,10 +66,11 @@ def check_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None
 
 def answer_settings_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> AnswerSettings:
     """The settings that changed the recorded answers: those x_run reports (the debias mode, its tolerance under
-    adaptive, the state boundary) and those the manifest records, which the adapter adopted at start (check_served
+    adaptive, the state boundary, the out-of-scope option, the minimum label mass, the option counts debiased and
+    rotated) and those the manifest records, which the adapter adopted at start (check_served
     refuses a run that contradicts them). One neither names is not recorded: the evaluating adapter's default or
     environment decided it."""
-    return merged(reported(identity or {}), manifest.recorded_answer_settings())
+    return merged(run_answer_settings(identity or {}), manifest.recorded_answer_settings())
 
 
 def answer_settings_of(record: Mapping[str, Any]) -> AnswerSettings:
