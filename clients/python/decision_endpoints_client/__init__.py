@@ -2,10 +2,13 @@
 through botocore, SageMaker's errors given back as the container's own answers."""
 
 from decision_endpoints_client.asynchronous import AsyncEndpoint
+from decision_endpoints_client.capacity import CapacityProgress, CapacityWait
 from decision_endpoints_client.invocation import (
     CUSTOM_ATTRIBUTES,
+    INFERENCE_COMPONENT,
     INFERENCE_ID,
     INVOKED_VARIANT,
+    NO_CAPACITY,
     TARGET_VARIANT,
     Answer,
     EndpointUnreachable,
@@ -21,13 +24,17 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CUSTOM_ATTRIBUTES",
+    "INFERENCE_COMPONENT",
     "INFERENCE_ID",
     "INVOKED_VARIANT",
     "MAX_REALTIME_PAYLOAD_BYTES",
+    "NO_CAPACITY",
     "TARGET_VARIANT",
     "Answer",
     "AsyncEndpoint",
     "AsyncSageMakerTransport",
+    "CapacityProgress",
+    "CapacityWait",
     "EndpointUnreachable",
     "Invocation",
     "InvocationTimeout",

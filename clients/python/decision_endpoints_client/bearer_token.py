@@ -47,9 +47,11 @@ _SIGNING = _Signing()
 logging.getLogger("botocore.auth").addFilter(_SIGNING)
 
 
-def openai_route_base_url(endpoint_name: str, region: str) -> str:
-    """The OpenAI SDK's base URL for an endpoint's OpenAI-compatible route (the SDK appends /chat/completions)."""
-    return f"https://runtime.sagemaker.{region}.amazonaws.com/endpoints/{endpoint_name}/openai/v1"
+def openai_route_base_url(endpoint_name: str, region: str, inference_component: str | None = None) -> str:
+    """The OpenAI SDK's base URL for an endpoint's OpenAI-compatible route (the SDK appends /chat/completions); a
+    components endpoint's route names the component."""
+    component = f"/inference-components/{inference_component}" if inference_component else ""
+    return f"https://runtime.sagemaker.{region}.amazonaws.com/endpoints/{endpoint_name}{component}/openai/v1"
 
 
 class BearerToken:

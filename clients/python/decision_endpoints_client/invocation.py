@@ -14,6 +14,7 @@ JSON = "application/json"
 CUSTOM_ATTRIBUTES = "x-amzn-sagemaker-custom-attributes"
 TARGET_VARIANT = "x-amzn-sagemaker-target-variant"
 INFERENCE_ID = "x-amzn-sagemaker-inference-id"
+INFERENCE_COMPONENT = "x-amzn-sagemaker-inference-component"  # InvokeEndpoint's InferenceComponentName
 # Response headers: the variant that answered (SageMaker's own name), the AWS request id under SageMaker's name
 # and under the one the SDK reads into its errors and logs, the log stream a ModelError names, and Retry-After.
 INVOKED_VARIANT = "x-amzn-invoked-production-variant"
@@ -21,6 +22,8 @@ AWS_REQUEST_ID = "x-amzn-requestid"
 SDK_REQUEST_ID = "x-typesafe-request-id"
 LOG_STREAM_ARN = "x-amzn-sagemaker-log-stream-arn"
 RETRY_AFTER = "retry-after"
+# The error_type of SageMaker's refusal of an inference component with no copy (scaled to zero), given as a 503.
+NO_CAPACITY = "no_capacity"
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Invocation:
     custom_attributes: str | None = None
     target_variant: str | None = None
     inference_id: str | None = None
+    inference_component: str | None = None
 
     @classmethod
     def from_headers(cls, body: bytes, headers: Mapping[str, str]) -> Invocation:
@@ -45,16 +49,19 @@ class Invocation:
             custom_attributes=lower.get(CUSTOM_ATTRIBUTES),
             target_variant=lower.get(TARGET_VARIANT),
             inference_id=lower.get(INFERENCE_ID),
+            inference_component=lower.get(INFERENCE_COMPONENT),
         )
 
 
 @dataclass(frozen=True)
 class Answer:
-    """An HTTP answer as the container gave it: its status, its body and the headers that matter to a client."""
+    """An HTTP answer as the container gave it: its status, its body and the headers that matter to a client, and
+    how many calls it took (`sends`: more than one where a scaled-to-zero endpoint was waited for)."""
 
     status: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    sends: int = 1
 
     @property
     def ok(self) -> bool:
@@ -69,10 +76,12 @@ class Answer:
             return None
 
 
-def error_answer(status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None) -> Answer:
+def error_answer(
+    status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None, *, sends: int = 1
+) -> Answer:
     """An answer made on this side, in the adapter's own error shape (`detail.error_type`, `detail.message`)."""
     body = json.dumps({"detail": {"error_type": error_type, "message": message}}).encode("utf-8")
-    return Answer(status, body, {"content-type": JSON, **(headers or {})})
+    return Answer(status, body, {"content-type": JSON, **(headers or {})}, sends)
 
 
 class InvocationTimeout(Exception):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from decision_endpoints_client.capacity import CapacityWait, CapacityWaiter
 from decision_endpoints_client.invocation import (
     AWS_REQUEST_ID,
     CUSTOM_ATTRIBUTES,
@@ -67,7 +68,12 @@ def transport_failure(exc: Exception) -> Exception | None:
 
 
 class RealTimeEndpoint:
-    """A real-time endpoint: each invocation is one InvokeEndpoint call, answered within SageMaker's 60 s."""
+    """A real-time endpoint: each invocation is one InvokeEndpoint call, answered within SageMaker's 60 s.
+
+    `inference_component` names the component that serves the model on a components endpoint (every invocation of
+    one must name it). Where the component has scaled to zero, SageMaker refuses the call until a copy runs:
+    `capacity_wait` asks again within its budget (CapacityWait(), 900 s, by default; None answers the refusal at once,
+    a 503 `no_capacity`)."""
 
     def __init__(
         self,
@@ -78,10 +84,14 @@ class RealTimeEndpoint:
         target_variant: str | None = None,
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         max_connections: int = 10,
+        inference_component: str | None = None,
+        capacity_wait: CapacityWait | None = CapacityWait(),  # noqa: B008 - frozen, shared safely
     ) -> None:
         self.endpoint_name = endpoint_name
         self.target_variant = target_variant
-        self.label = f"sagemaker:{endpoint_name}"
+        self.inference_component = inference_component
+        self.label = f"sagemaker:{endpoint_name}" + (f"/{inference_component}" if inference_component else "")
+        self.capacity = CapacityWaiter(capacity_wait, self.label)
         self.client = (
             client
             if client is not None
@@ -101,11 +111,16 @@ class RealTimeEndpoint:
             "CustomAttributes": invocation.custom_attributes,
             "TargetVariant": variant,
             "InferenceId": invocation.inference_id,
+            "InferenceComponentName": invocation.inference_component or self.inference_component,
         }
         params.update({k: v for k, v in optional.items() if v})
         return params
 
     def invoke(self, invocation: Invocation) -> Answer:
+        """One answer for the invocation, waiting through a scaled-to-zero component's refusals (capacity_wait)."""
+        return self.capacity.invoke(lambda: self.invoke_once(invocation))
+
+    def invoke_once(self, invocation: Invocation) -> Answer:
         from botocore.exceptions import ClientError
 
         if len(invocation.body) > MAX_REALTIME_PAYLOAD_BYTES:

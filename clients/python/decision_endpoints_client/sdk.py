@@ -18,7 +18,8 @@ def base_url(endpoint_name: str) -> str:
 
 def sagemaker_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
     """A `typesafe_sdk.TypeSafeClient` whose calls go to the endpoint; `options` are the SDK client's own
-    (retry, model, headers, ...) plus the transport's (target_variant, async_input_location, client)."""
+    (retry, model, headers, ...) plus the transport's (target_variant, async_input_location, client,
+    inference_component, capacity_wait)."""
     from typesafe_sdk import TypeSafeClient
 
     transport, options = _split(SageMakerTransport, endpoint_name, region, options, base_url(endpoint_name))
@@ -72,4 +73,12 @@ def openai_base_url(endpoint_name: str) -> str:
     return f"{base_url(endpoint_name)}/v1"
 
 
-_TRANSPORT_OPTIONS = ("client", "target_variant", "async_input_location", "read_timeout_s", "max_connections")
+_TRANSPORT_OPTIONS = (
+    "client",
+    "target_variant",
+    "async_input_location",
+    "read_timeout_s",
+    "max_connections",
+    "inference_component",
+    "capacity_wait",
+)

@@ -11,6 +11,7 @@ import anyio.to_thread
 import httpx2
 
 from decision_endpoints_client.asynchronous import AsyncEndpoint
+from decision_endpoints_client.capacity import CapacityWait
 from decision_endpoints_client.invocation import (
     Answer,
     EndpointUnreachable,
@@ -86,11 +87,18 @@ def endpoint(
     async_input_location: str | None = None,
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
     max_connections: int = 10,
+    inference_component: str | None = None,
+    capacity_wait: CapacityWait | None = CapacityWait(),  # noqa: B008 - frozen, shared safely
 ) -> Invoker:
-    """A real-time endpoint, or an asynchronous one where `async_input_location` (s3://bucket/prefix/) is given."""
+    """A real-time endpoint (its `inference_component` named on a components endpoint, waiting through its
+    scaled-to-zero refusals within `capacity_wait`), or an asynchronous one where `async_input_location`
+    (s3://bucket/prefix/) is given."""
     if async_input_location is not None:
-        if target_variant is not None:
-            raise ValueError("InvokeEndpointAsync has no TargetVariant: an asynchronous endpoint has one variant")
+        if target_variant is not None or inference_component is not None:
+            raise ValueError(
+                "InvokeEndpointAsync has no TargetVariant and no InferenceComponentName: an asynchronous endpoint "
+                "has one variant and hosts its model on it"
+            )
         return AsyncEndpoint(endpoint_name, input_location=async_input_location, region=region, runtime=client)
     return RealTimeEndpoint(
         endpoint_name,
@@ -99,6 +107,8 @@ def endpoint(
         target_variant=target_variant,
         read_timeout_s=read_timeout_s,
         max_connections=max_connections,
+        inference_component=inference_component,
+        capacity_wait=capacity_wait,
     )
 
 
@@ -107,6 +117,8 @@ class SageMakerTransport(httpx2.BaseTransport):
 
     `client` is a botocore (or boto3) sagemaker-runtime client to sign and send with; by default one on the
     standard credential chain with botocore's retries off (the SDK's retry policy is the one that retries).
+    `inference_component` and `capacity_wait` are RealTimeEndpoint's: the component a components endpoint serves
+    the model as, and how long to wait for it at zero.
     """
 
     def __init__(
@@ -120,6 +132,8 @@ class SageMakerTransport(httpx2.BaseTransport):
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         max_connections: int = 10,
         invoker: Invoker | None = None,
+        inference_component: str | None = None,
+        capacity_wait: CapacityWait | None = CapacityWait(),  # noqa: B008 - frozen, shared safely
     ) -> None:
         if invoker is None:
             if endpoint_name is None:
@@ -132,6 +146,8 @@ class SageMakerTransport(httpx2.BaseTransport):
                 async_input_location=async_input_location,
                 read_timeout_s=read_timeout_s,
                 max_connections=max_connections,
+                inference_component=inference_component,
+                capacity_wait=capacity_wait,
             )
         self.invoker = invoker
 
@@ -157,6 +173,8 @@ class AsyncSageMakerTransport(httpx2.AsyncBaseTransport):
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         max_connections: int = 10,
         invoker: Invoker | None = None,
+        inference_component: str | None = None,
+        capacity_wait: CapacityWait | None = CapacityWait(),  # noqa: B008 - frozen, shared safely
     ) -> None:
         self._sync = SageMakerTransport(
             endpoint_name,
@@ -167,6 +185,8 @@ class AsyncSageMakerTransport(httpx2.AsyncBaseTransport):
             read_timeout_s=read_timeout_s,
             max_connections=max_connections,
             invoker=invoker,
+            inference_component=inference_component,
+            capacity_wait=capacity_wait,
         )
         self.invoker = self._sync.invoker
 

@@ -12,6 +12,7 @@ from decision_endpoints_client.invocation import (
     AWS_REQUEST_ID,
     JSON,
     LOG_STREAM_ARN,
+    NO_CAPACITY,
     RETRY_AFTER,
     SDK_REQUEST_ID,
     Answer,
@@ -38,6 +39,10 @@ SERVICE_ERROR_STATUS = {
 }
 # The ValidationError SageMaker sends for a body over its limit (6 MB real-time) reads like this.
 _PAYLOAD_TOO_LARGE = re.compile(r"payload|too large", re.IGNORECASE)
+# And this one an inference component with no copy (scaled to zero): "Inference Component has no capacity to process
+# this request. ApplicationAutoScaling may be in-progress (if configured) or try to increase the capacity by invoking
+# UpdateInferenceComponentRuntimeConfig API." It is a wait, not a bad call: a 503 the caller may wait through.
+_NO_CAPACITY = re.compile(r"no capacity", re.IGNORECASE)
 # The container's 429 states its wait in the message ("... retry after 3 s"): SageMaker drops a ModelError's
 # container headers, Retry-After among them, so the body is where the wait survives.
 _RETRY_AFTER_IN_MESSAGE = re.compile(r"retry after (\d+(?:\.\d+)?) ?s\b", re.IGNORECASE)
@@ -57,6 +62,8 @@ def answer_from_error(error: Mapping[str, Any]) -> Answer:
     if code == MODEL_ERROR:
         return _container_answer(error, message, headers)
     status = SERVICE_ERROR_STATUS.get(code, int(metadata.get("HTTPStatusCode") or 500))
+    if code == "ValidationError" and _NO_CAPACITY.search(message):
+        return error_answer(503, NO_CAPACITY, message, headers)
     if code == "ValidationError" and _PAYLOAD_TOO_LARGE.search(message):
         status = 413
     return error_answer(status, code or "sagemaker_error", message, headers)
