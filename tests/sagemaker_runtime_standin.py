@@ -8,6 +8,11 @@ comes back with `x-Amzn-Invoked-Production-Variant` and `x-amzn-RequestId`, and 
 a `ModelError`: HTTP 424, `x-amzn-ErrorType: ModelError`, a JSON body of ErrorCode, LogStreamArn, Message,
 OriginalMessage (the container's body) and OriginalStatusCode, and none of the container's headers (SageMaker
 drops them, Retry-After included). What it cannot check is the signature's value: that needs AWS's copy of the key.
+
+An endpoint that hosts its model as an inference component (`component`) must be invoked with that component named
+(X-Amzn-SageMaker-Inference-Component); while it has no copy (`no_capacity`: that many invocations, as a scale from
+zero), each invocation is refused as SageMaker refuses it: ValidationError, HTTP 400, NO_CAPACITY_MESSAGE (SageMaker's
+wording as published; the stand-in's other messages are its own).
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ AUTHORIZATION = re.compile(
 )
 AMZ_DATE = re.compile(r"(?P<date>\d{8})T\d{6}Z")
 FORWARDED = ("content-type", "accept", "x-amzn-sagemaker-custom-attributes")  # what InvokeEndpoint passes on
+COMPONENT_HEADER = "x-amzn-sagemaker-inference-component"
+NO_CAPACITY_MESSAGE = (
+    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress (if "
+    "configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API."
+)
 
 
 @dataclass
@@ -53,6 +63,8 @@ class SageMakerRuntimeStandIn:
         region: str,
         variants: tuple[str, ...],
         containers: dict[str, str | list[str]] | None = None,
+        component: str | None = None,
+        no_capacity: int = 0,
     ) -> None:
         """`containers`: a variant's own container URL (variants not named there, and the default, `container_url`),
         as each production variant of an endpoint runs its own model and instances; a list of URLs is an instance
@@ -60,6 +72,7 @@ class SageMakerRuntimeStandIn:
         self.container_url, self.endpoint, self.region, self.variants = container_url, endpoint, region, variants
         self.containers = {v: [u] if isinstance(u, str) else list(u) for v, u in (containers or {}).items()}
         self.turns: dict[str, int] = {}
+        self.component, self.no_capacity = component, no_capacity
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
         outer = self
@@ -126,6 +139,17 @@ class SageMakerRuntimeStandIn:
         variant = headers.get("x-amzn-sagemaker-target-variant")
         if variant is not None and variant not in self.variants:
             return "ValidationError", 400, f"Target variant {variant} not found for endpoint {self.endpoint}."
+        return self._component_refusal(headers.get(COMPONENT_HEADER))
+
+    def _component_refusal(self, named: str | None) -> tuple[str, int, str] | None:
+        if self.component is None:
+            return None if named is None else ("ValidationError", 400, f"Endpoint {self.endpoint} hosts no components.")
+        if named != self.component:
+            return "ValidationError", 400, f"Inference component {named} of endpoint {self.endpoint} not found."
+        with self.lock:
+            if self.no_capacity > 0:
+                self.no_capacity -= 1
+                return "ValidationError", 400, NO_CAPACITY_MESSAGE
         return None
 
     def _aws_error_headers(self, code: str, request_id: str) -> dict[str, str]:

@@ -25,13 +25,17 @@ TRANSPORT_ERROR = 0  # the status recorded when no HTTP answer came back (refuse
 
 @dataclass(frozen=True)
 class Reply:
-    """What one attempt got back. `status` is TRANSPORT_ERROR when no HTTP answer arrived."""
+    """What one attempt got back. `status` is TRANSPORT_ERROR when no HTTP answer arrived. `sends`: the calls it
+    took (more than one where a scaled-to-zero endpoint was waited for); `no_capacity`: the endpoint still had no
+    copy when the transport's wait for one ended, which no retry can mend."""
 
     status: int
     body: bytes
     latency_s: float
     retry_after_s: float | None = None
     error: str = ""
+    sends: int = 1
+    no_capacity: bool = False
 
     @property
     def ok(self) -> bool:
@@ -39,7 +43,8 @@ class Reply:
 
     @property
     def retryable(self) -> bool:
-        return self.status == TRANSPORT_ERROR or self.status in RETRYABLE_STATUSES
+        # a spent wait for capacity is not tried again: its budget was the transport's to spend
+        return not self.no_capacity and (self.status == TRANSPORT_ERROR or self.status in RETRYABLE_STATUSES)
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -131,7 +136,9 @@ class RealTimeEndpointTransport:
 
     The call and the unwrapping of SageMaker's errors (a ModelError's own status, body and Retry-After, throttling
     as 429) are the client package's (`decision_endpoints_client`), the same an application's SDK calls go through.
-    botocore's own retries are off so that `send_with_retries` (and `bench`) see every rejection.
+    botocore's own retries are off so that `send_with_retries` (and `bench`) see every rejection. On a components
+    endpoint each call names `inference_component`; while it is at zero the client package waits for a copy within
+    `capacity_wait` (None: not at all), its progress lines going to `capacity_wait.on_wait`.
     """
 
     def __init__(
@@ -143,11 +150,12 @@ class RealTimeEndpointTransport:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_connections: int = 16,
         target_variant: str | None = None,
+        inference_component: str | None = None,
+        capacity_wait: Any = None,
     ) -> None:
         from decision_endpoints_client import RealTimeEndpoint
 
         self.endpoint_name = endpoint_name
-        self.label = f"sagemaker:{endpoint_name}"
         self._endpoint = RealTimeEndpoint(
             endpoint_name,
             region=region,
@@ -155,17 +163,25 @@ class RealTimeEndpointTransport:
             target_variant=target_variant,
             read_timeout_s=timeout_s,
             max_connections=max_connections,
+            inference_component=inference_component,
+            capacity_wait=capacity_wait,
         )
+        self.label = self._endpoint.label
 
     def send(self, body: Mapping[str, Any]) -> Reply:
-        """One InvokeEndpoint; a failure of the local AWS set-up (no credentials, no region) is raised, not replied:
-        no retry can mend it, and every other request would fail the same way."""
+        return self.send_bytes(json.dumps(body).encode("utf-8"))
+
+    def send_bytes(self, payload: bytes, content_type: str = "application/json") -> Reply:
+        """One InvokeEndpoint (and the calls a wait for capacity adds); a failure of the local AWS set-up (no
+        credentials, no region) is raised, not replied: no retry can mend it, and every other request would fail the
+        same way."""
         from botocore.exceptions import BotoCoreError
         from decision_endpoints_client import EndpointUnreachable, Invocation, InvocationTimeout
+        from decision_endpoints_client.capacity import is_no_capacity
 
         start = time.perf_counter()
         try:
-            answer = self._endpoint.invoke(Invocation(json.dumps(body).encode("utf-8")))
+            answer = self._endpoint.invoke(Invocation(payload, content_type=content_type, accept=content_type))
         except (InvocationTimeout, EndpointUnreachable, BotoCoreError) as exc:
             if aws_setup_failure(exc) is not None:
                 raise
@@ -175,6 +191,8 @@ class RealTimeEndpointTransport:
             answer.body,
             time.perf_counter() - start,
             retry_after_s=parse_retry_after(answer.headers.get("retry-after")),
+            sends=answer.sends,
+            no_capacity=is_no_capacity(answer),
         )
 
     def close(self) -> None:
@@ -232,14 +250,16 @@ def send_with_retries(
     policy: RetryPolicy | None = None,
     on_retry: Callable[[int, Reply, float], None] | None = None,
 ) -> tuple[Reply, int]:
-    """Send, retrying overload (429/503), timeouts and other 5xx; never a 4xx. Returns the last reply and attempts."""
+    """Send, retrying overload (429/503), timeouts and other 5xx; never a 4xx, nor a spent wait for capacity. Returns
+    the last reply and the sends all attempts took (an attempt that waited for capacity counts each of its calls)."""
     policy = policy or RetryPolicy()
-    attempt = 0
+    attempt = sends = 0
     while True:
         attempt += 1
         reply = transport.send(body)
+        sends += reply.sends
         if reply.ok or not reply.retryable or attempt >= policy.max_attempts:
-            return reply, attempt
+            return reply, sends
         wait = policy.delay(attempt, reply)
         if on_retry is not None:
             on_retry(attempt, reply, wait)

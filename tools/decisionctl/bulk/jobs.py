@@ -26,7 +26,7 @@ from decisionctl.bulk import aws_calls
 from decisionctl.bulk.records import InputRecord, PartAnswers, chunks, error_line, read_records, scan, serialized
 from decisionctl.bulk.run_state import PARTIAL, BatchRunError, RunState, estimate, finish, open_state
 from decisionctl.load.prices import BUILTIN, PriceTable, load_prices
-from decisionctl.transport import TRANSPORT_ERROR, Reply, RetryPolicy, parse_retry_after
+from decisionctl.transport import TRANSPORT_ERROR, RealTimeEndpointTransport, Reply, RetryPolicy, parse_retry_after
 
 JSON_LINES = aws_calls.JSON_LINES
 BATCH_FAILED = "batch_failed"  # a whole mini-batch got no answer from the adapter (after retries)
@@ -46,6 +46,8 @@ class PartSize:
 TRANSFORM_PARTS = PartSize(5000, 8 << 20)
 ASYNC_PARTS = PartSize(200, 5 << 20)
 URL_BATCHES = PartSize(50, 1 << 20)
+REALTIME_BATCHES = PartSize(8, 1 << 20)  # a mini-batch must be answered within SageMaker's 60 s
+REALTIME_TIMEOUT_S = 70.0  # SageMaker's 60 s, and a little more so that its own error arrives first
 ASYNC_INVOCATION_TIMEOUT_S = 3600  # the most SageMaker allows a request: a part of 200 long records takes minutes
 
 
@@ -275,7 +277,25 @@ class JsonLinesClient:
         self._client.close()
 
 
-def _post(client: JsonLinesClient, part: list[InputRecord], policy: RetryPolicy) -> list[bytes]:
+class RealTimeJsonLinesClient:
+    """The same mini-batches through InvokeEndpoint on a real-time endpoint (the adapter's /invocations takes JSON
+    Lines there too): its inference component named, and waited for while it scales from zero (the transport's)."""
+
+    def __init__(self, transport: RealTimeEndpointTransport) -> None:
+        self._transport = transport
+        self.label = transport.label
+
+    def send(self, body: bytes) -> Reply:
+        return self._transport.send_bytes(body, JSON_LINES)
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+MiniBatchClient = JsonLinesClient | RealTimeJsonLinesClient
+
+
+def _post(client: MiniBatchClient, part: list[InputRecord], policy: RetryPolicy) -> list[bytes]:
     """The answer lines of one mini-batch; error lines for every record if the adapter gave none."""
     attempt = 0
     while True:
@@ -297,12 +317,15 @@ def run_url(
     *,
     url: str,
     options: Options,
-    client: JsonLinesClient | None = None,
+    client: MiniBatchClient | None = None,
     policy: RetryPolicy | None = None,
 ) -> dict[str, Any]:
+    """Mini-batches posted to a local adapter (`url`), or sent to a real-time endpoint by a RealTimeJsonLinesClient
+    (`url` is then its label, sagemaker:<endpoint>[/<component>])."""
     o = options
-    state = open_state(out, mode="url", target=url, summary=scan(cases), restart=o.restart)
-    size = o.parts or URL_BATCHES
+    realtime = isinstance(client, RealTimeJsonLinesClient)
+    state = open_state(out, mode="realtime" if realtime else "url", target=url, summary=scan(cases), restart=o.restart)
+    size = o.parts or (REALTIME_BATCHES if realtime else URL_BATCHES)
     client = client or JsonLinesClient(url)
     policy = policy or RetryPolicy()
     partial = out / PARTIAL

@@ -10,8 +10,18 @@ from decisionctl.bulk import jobs
 from decisionctl.bulk.aws_calls import BulkAwsError
 from decisionctl.bulk.records import RecordError
 from decisionctl.bulk.run_state import SUMMARY, BatchRunError, describe
-from decisionctl.commands.options import API_KEY_ENV, EXIT_FAILED, add_retry, retry_policy, say
+from decisionctl.commands.options import (
+    API_KEY_ENV,
+    EXIT_FAILED,
+    UsageError,
+    add_component,
+    add_retry,
+    capacity_wait,
+    retry_policy,
+    say,
+)
 from decisionctl.load.prices import BUILTIN, load_prices
+from decisionctl.transport import RealTimeEndpointTransport
 
 NAME = "batch"
 HELP = "run a JSONL file of decisions through Batch Transform, an async endpoint or a local adapter"
@@ -45,6 +55,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     target.add_argument("--transform", metavar="ENV", help="the Batch Transform state machine of environment ENV")
     target.add_argument("--async-endpoint", metavar="NAME", help="an asynchronous SageMaker endpoint")
     target.add_argument("--url", help="a running adapter's base URL: its JSON Lines route (a dry run)")
+    target.add_argument(
+        "--sagemaker-endpoint",
+        metavar="NAME",
+        help="a real-time endpoint: mini-batches of JSON Lines through InvokeEndpoint (8 records each by default)",
+    )
+    add_component(r)
     r.add_argument("--out", required=True, metavar="DIR", help="output directory (also holds the run state)")
     r.add_argument("--region", help="AWS region (default: from the AWS configuration)")
     r.add_argument(
@@ -77,8 +93,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cases, out = Path(args.cases), Path(args.out)
-    defaults = {"transform": jobs.TRANSFORM_PARTS, "async": jobs.ASYNC_PARTS, "url": jobs.URL_BATCHES}
-    mode = "transform" if args.transform else "async" if args.async_endpoint else "url"
+    defaults = {
+        "transform": jobs.TRANSFORM_PARTS,
+        "async": jobs.ASYNC_PARTS,
+        "url": jobs.URL_BATCHES,
+        "realtime": jobs.REALTIME_BATCHES,
+    }
+    mode = (
+        "transform"
+        if args.transform
+        else "async"
+        if args.async_endpoint
+        else "realtime"
+        if args.sagemaker_endpoint
+        else "url"
+    )
+    if args.inference_component and mode != "realtime":
+        raise UsageError("--inference-component is for --sagemaker-endpoint (a real-time components endpoint)")
     size = defaults[mode]
     options = jobs.Options(
         parts=jobs.PartSize(args.part_records, size.bytes) if args.part_records else size,
@@ -97,6 +128,18 @@ def run(args: argparse.Namespace) -> int:
         if mode == "url":
             client = jobs.JsonLinesClient(args.url, api_key=args.api_key)
             summary = jobs.run_url(cases, out, url=args.url, options=options, client=client, policy=retry_policy(args))
+        elif mode == "realtime":
+            endpoint = RealTimeEndpointTransport(
+                args.sagemaker_endpoint,
+                region=args.region,
+                timeout_s=jobs.REALTIME_TIMEOUT_S,
+                inference_component=args.inference_component,
+                capacity_wait=capacity_wait(args),
+            )
+            realtime = jobs.RealTimeJsonLinesClient(endpoint)
+            summary = jobs.run_url(
+                cases, out, url=realtime.label, options=options, client=realtime, policy=retry_policy(args)
+            )
         else:
             clients = jobs.AwsClients.create(args.region)
             if mode == "transform":

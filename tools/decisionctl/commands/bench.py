@@ -83,6 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--compare", metavar="URL_OR_ENDPOINT", help="a second target: http(s) URL or SageMaker endpoint name"
     )
     p.add_argument("--compare-label", help="name of the second target, e.g. gpu")
+    p.add_argument("--compare-inference-component", metavar="NAME", help="the second endpoint's inference component")
     p.add_argument(
         "--prices",
         nargs="?",
@@ -167,10 +168,21 @@ def run(args: argparse.Namespace) -> int:
     prices = load_prices(args.prices) if args.prices else None
     # every price is looked up before anything is sent, so a typo fails at once
     hourly = [prices.price(instance_type) if prices and instance_type else None for *_, instance_type in plan]
-    targets = [runs.Target(*where, price) for where, price in zip(plan, hourly, strict=True)]
+    components = [args.inference_component, args.compare_inference_component]
+    targets = [
+        runs.Target(*where, price, component)
+        for where, price, component in zip(plan, hourly, components[: len(plan)], strict=True)
+    ]
 
     def connect(target: runs.Target) -> Transport:
-        return transport(args, max_connections=max(args.concurrency), url=target.url, endpoint=target.endpoint)
+        # a components endpoint at zero is waited for in the warm-up request, before any level is measured
+        return transport(
+            args,
+            max_connections=max(args.concurrency),
+            url=target.url,
+            endpoint=target.endpoint,
+            component=target.component,
+        )
 
     report = runs.bench(
         targets,

@@ -23,6 +23,8 @@ from decisionctl.transport import (
 
 API_KEY_ENV = "DECISION_API_KEY"
 EXIT_FAILED = 1
+DEFAULT_CAPACITY_WAIT_S = 900.0  # a components endpoint at zero answers minutes after its first refusal
+CAPACITY_INTERVAL_S = 15.0  # between asks while it scales from zero (the client package's default)
 
 
 class UsageError(ValueError):
@@ -61,6 +63,7 @@ def add_target(parser: argparse.ArgumentParser, *, required: bool = True) -> Non
         "--sagemaker-endpoint", metavar="NAME", help="SageMaker endpoint name (standard AWS credential chain)"
     )
     group.add_argument("--region", help="AWS region of the SageMaker endpoint (default: from the AWS configuration)")
+    add_component(group)
     group.add_argument(
         "--route",
         default=DEFAULT_ROUTE,
@@ -76,23 +79,61 @@ def add_target(parser: argparse.ArgumentParser, *, required: bool = True) -> Non
     )
 
 
+def add_component(parser: Any) -> None:
+    """The inference component of a components endpoint, and how long to wait for it at zero."""
+    parser.add_argument(
+        "--inference-component",
+        metavar="NAME",
+        help="the endpoint's inference component (hosting.mode components: cdk deploy's "
+        "<Section>InferenceComponentName output, e.g. decision-dev-cpu-model)",
+    )
+    parser.add_argument(
+        "--capacity-wait",
+        type=float,
+        default=DEFAULT_CAPACITY_WAIT_S,
+        metavar="SECONDS",
+        help="how long to wait for a component scaled to zero to answer, asking every 15 s with a progress line "
+        "(default %(default)g; 0: fail at once)",
+    )
+
+
+def capacity_wait(args: argparse.Namespace) -> Any:
+    """The client package's CapacityWait from --capacity-wait, reporting on stderr; None for 0."""
+    from decision_endpoints_client import CapacityProgress, CapacityWait
+
+    def progress(p: CapacityProgress) -> None:
+        say(p.line())
+
+    seconds = getattr(args, "capacity_wait", DEFAULT_CAPACITY_WAIT_S)
+    return CapacityWait(budget_s=seconds, interval_s=CAPACITY_INTERVAL_S, on_wait=progress) if seconds > 0 else None
+
+
 def transport(
     args: argparse.Namespace,
     *,
     max_connections: int,
     url: str | None = None,
     endpoint: str | None = None,
+    component: str | None = None,
 ) -> Transport:
-    """The transport to the target `add_target` declared, or to `url` / `endpoint` (bench's second target)."""
+    """The transport to the target `add_target` declared, or to `url` / `endpoint` (and its `component`: bench's
+    second target)."""
     if url is None and endpoint is None:
-        url, endpoint = args.url, args.sagemaker_endpoint
+        url, endpoint, component = args.url, args.sagemaker_endpoint, args.inference_component
     if url:
+        if component:
+            raise UsageError("--inference-component names a SageMaker component; --url reaches an adapter directly")
         return HttpTransport(
             url, route=args.route, api_key=args.api_key, timeout_s=args.timeout, max_connections=max_connections
         )
     assert endpoint is not None
     return RealTimeEndpointTransport(
-        endpoint, region=args.region, timeout_s=args.timeout, max_connections=max_connections
+        endpoint,
+        region=args.region,
+        timeout_s=args.timeout,
+        max_connections=max_connections,
+        inference_component=component,
+        capacity_wait=capacity_wait(args),
     )
 
 

@@ -70,13 +70,15 @@ def run_target(
 
 @dataclass(frozen=True)
 class Target:
-    """One endpoint a bench loads: its name in tables, its URL or SageMaker endpoint, its hourly price if known."""
+    """One endpoint a bench loads: its name in tables, its URL or SageMaker endpoint (and inference component), its
+    hourly price if known."""
 
     label: str
     url: str | None
     endpoint: str | None
     instance_type: str | None
     price_per_hour: float | None
+    component: str | None = None
 
 
 def bench(

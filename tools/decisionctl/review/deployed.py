@@ -27,6 +27,8 @@ IN_SERVICE = "InService"
 # The decision sections' outputs of the Serving stack (serving_stack.py: f"{section.capitalize()}EndpointName").
 # ChatEndpointName is left out: the chat endpoint is llama-server generating text, with no decision route to score.
 DECISION_OUTPUTS = ("CpuEndpointName", "GpuEndpointName")
+# A components endpoint's inference component, which every invocation names (f"{section}InferenceComponentName").
+COMPONENT_OUTPUTS = {"CpuEndpointName": "CpuInferenceComponentName", "GpuEndpointName": "GpuInferenceComponentName"}
 REPORTED = ("instance_types", "hardware", "llama_cpp_build", "n_gpu_layers", "adapter")  # from x_run, per variant
 MAX_ERRORS_SHOWN = 5
 
@@ -56,6 +58,17 @@ def endpoints_from_outputs(path: Path, environment: str) -> list[str]:
     if not names:
         raise DeployedError(f"{path}: stack {stack} has no decision endpoint ({' or '.join(DECISION_OUTPUTS)})")
     return names
+
+
+def components_from_outputs(path: Path, environment: str) -> dict[str, str]:
+    """Endpoint name -> its inference component, for the decision endpoints hosted as components in the outputs file
+    (endpoints_from_outputs has read it already)."""
+    outputs = json.loads(path.read_text(encoding="utf-8"))[serving_stack(environment)]
+    return {
+        str(outputs[endpoint]): str(outputs[component])
+        for endpoint, component in COMPONENT_OUTPUTS.items()
+        if endpoint in outputs and component in outputs
+    }
 
 
 def artifact_mismatches(identity: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
