@@ -2,8 +2,9 @@
 
 `decisionctl record-evaluation` writes the record, a JSON file in the repository, from a run of the suite
 against an adapter serving the artifact; synth reads it back here and checks that it is the evaluation of
-the model cdk.json deploys, on the suite as it is now. decisionctl imports this module too, so it
-imports neither aws_cdk nor anything that does.
+the model cdk.json deploys, on the suite as it is now: the file in the repository, or, where cdk.json states the
+suite's sha256 (`suite_sha256`, a suite kept out of git), the suite with that sha256. decisionctl imports this
+module too, so it imports neither aws_cdk nor anything that does.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from stacks.adapter_settings import ArtifactAnswerSettings, read_recorded
 from stacks.config_base import FrozenConfig
@@ -49,7 +50,16 @@ class DecisionGates(FrozenConfig):
 class EvaluationConfig(FrozenConfig):
     """The suite of labeled cases and the record of the deployed artifact's evaluation on it."""
 
-    suite: str = Field(description="Repository-relative path of the suite (.jsonl), one labeled case a line.")
+    suite: str = Field(
+        description="Path of the suite (.jsonl), one labeled case a line: relative to the repository root, or, "
+        "with suite_sha256, anywhere (absolute, or relative to the root with `..`)."
+    )
+    suite_sha256: str | None = Field(
+        default=None,
+        pattern=_SHA256.pattern,
+        description="The suite's sha256, for a suite kept out of git: the record binds to it; synth checks the file "
+        "where it is there and binds without it.",
+    )
     record: str = Field(description="Repository-relative path of the record (.json) decisionctl writes.")
     enforce: Literal["warn", "refuse"] = Field(
         description="What synth does when the record is not the deployed artifact's: warn, or refuse to synthesize."
@@ -57,16 +67,40 @@ class EvaluationConfig(FrozenConfig):
     tolerance: EvaluationTolerance
     gates: DecisionGates
 
-    @field_validator("suite", "record")
+    @field_validator("suite")
     @classmethod
-    def _repository_path(cls, value: str, info: ValidationInfo) -> str:
-        suffix = ".jsonl" if info.field_name == "suite" else ".json"
-        path = PurePosixPath(value)
-        if path.is_absolute() or "\\" in value or ".." in path.parts or not value.endswith(suffix):
+    def _suite_path(cls, value: str) -> str:
+        if "\\" in value or not value.endswith(".jsonl"):
             raise ValueError(
-                f"must be a path relative to the repository root (where cdk.json is), without `..`, ending {suffix}"
+                "must be a path with forward slashes, ending .jsonl: relative to the repository root (where cdk.json "
+                "is), without `..`, or, with suite_sha256 set, anywhere"
             )
         return value
+
+    @field_validator("record")
+    @classmethod
+    def _record_path(cls, value: str) -> str:
+        if not _in_repository(value) or not value.endswith(".json"):
+            raise ValueError(
+                "must be a path relative to the repository root (where cdk.json is), without `..`, ending .json"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _suite_in_repository(self) -> EvaluationConfig:
+        # a suite synth may find missing is one whose sha256 cdk.json states
+        if self.suite_sha256 is None and not _in_repository(self.suite):
+            raise ValueError(
+                f"suite {self.suite} is not a path relative to the repository root (where cdk.json is) without "
+                "`..`: write it so, or, to keep the suite outside the repository, set suite_sha256 to the suite's "
+                "sha256 (`sha256sum <suite>`)"
+            )
+        return self
+
+
+def _in_repository(value: str) -> bool:
+    path = PurePosixPath(value)
+    return not path.is_absolute() and "\\" not in value and ".." not in path.parts
 
 
 @dataclass(frozen=True)
@@ -92,15 +126,7 @@ def read_binding(root: Path, env_name: str, evaluation: EvaluationConfig, model_
     key = f"environments.{env_name}.evaluation"
     fix = fix_command(env_name)
     problems: list[str] = []
-    suite_path = root / evaluation.suite
-    try:
-        suite_sha256: str | None = hashlib.sha256(suite_path.read_bytes()).hexdigest()
-    except OSError as e:
-        suite_sha256 = None
-        problems.append(
-            f"{key}.suite: {evaluation.suite} cannot be read ({e.strerror or e}): add the suite of labeled cases "
-            "there, or point suite at it."
-        )
+    suite_sha256 = _suite_file_sha256(root, key, evaluation, fix, problems)
     record_path = root / evaluation.record
     try:
         data = record_path.read_bytes()
@@ -128,7 +154,13 @@ def read_binding(root: Path, env_name: str, evaluation: EvaluationConfig, model_
             f"{key}.record: {evaluation.record} was measured on the suite {suite['path']}, but {key}.suite is "
             f"{evaluation.suite}: record the evaluation on that suite with {fix}."
         )
-    elif suite_sha256 is not None and suite["sha256"] != suite_sha256:
+    elif evaluation.suite_sha256 is not None and suite["sha256"] != evaluation.suite_sha256:
+        problems.append(
+            f"{key}.record: {evaluation.record} was measured on the suite with sha256 {suite['sha256']}, but "
+            f"{key}.suite_sha256 is {evaluation.suite_sha256}: record the evaluation on the suite with that sha256 "
+            f"with {fix}."
+        )
+    elif evaluation.suite_sha256 is None and suite_sha256 is not None and suite["sha256"] != suite_sha256:
         problems.append(
             f"{key}.record: {evaluation.suite} changed since {evaluation.record} was recorded (sha256 "
             f"{suite_sha256}, the record's {suite['sha256']}): record the evaluation again with {fix}."
@@ -139,6 +171,27 @@ def read_binding(root: Path, env_name: str, evaluation: EvaluationConfig, model_
     if problems:
         return Binding(None, None, tuple(problems))
     return Binding(hashlib.sha256(data).hexdigest(), artifact["manifest_sha256"], (), answer_settings)
+
+
+def _suite_file_sha256(root: Path, key: str, evaluation: EvaluationConfig, fix: str, problems: list[str]) -> str | None:
+    """The sha256 of the suite file (None where it cannot be read). A suite whose sha256 cdk.json states need not
+    be there (CI and the pipeline synthesize without it), but where it is, it must have that sha256."""
+    try:
+        actual = hashlib.sha256((root / evaluation.suite).read_bytes()).hexdigest()
+    except OSError as e:
+        if evaluation.suite_sha256 is None:
+            problems.append(
+                f"{key}.suite: {evaluation.suite} cannot be read ({e.strerror or e}): add the suite of labeled "
+                "cases there, or point suite at it."
+            )
+        return None
+    if evaluation.suite_sha256 is not None and actual != evaluation.suite_sha256:
+        problems.append(
+            f"{key}.suite: {evaluation.suite} has sha256 {actual}, but {key}.suite_sha256 is "
+            f"{evaluation.suite_sha256}: put the suite with that sha256 there, or, to evaluate on this one, set "
+            f"{key}.suite_sha256 to {actual} and record the evaluation again with {fix}."
+        )
+    return actual
 
 
 def parse_record(data: bytes) -> tuple[dict[str, Any] | None, str]:

@@ -12,7 +12,7 @@ from decision_adapter.manifest import MANIFEST_NAME, Manifest
 from decisionctl.certification.bands import question_keys
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, transport
 from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import Case, CaseError, load_cases
+from decisionctl.evaluation.cases import Case
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings
 
@@ -23,7 +23,8 @@ WORK_DIR = "evaluation-run"  # in the artifact directory: the predictions, one f
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
-        "Score the suite cdk.json names for --env (environments.<env>.evaluation.suite) on an endpoint serving the "
+        "Score the suite cdk.json names for --env (environments.<env>.evaluation.suite; outside the repository "
+        "where evaluation.suite_sha256 states its sha256, which the file must have) on an endpoint serving the "
         "artifact in --artifact (the package-model directory: manifest.json and the GGUF), check that the endpoint "
         "served that artifact (model, calibration, policy), and write the evaluation record: per-case answers by "
         "case id (no text), accuracy, ECE, Brier, the policy's bands measured on the suite, action shares and the "
@@ -44,8 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_retry(p)
 
 
-def _inputs(args: argparse.Namespace) -> tuple[review_settings.Settings, Path, Manifest, bytes, list[Case]]:
-    """The settings, the artifact directory, its manifest (and bytes) and the suite's cases; ValueError if not."""
+def _inputs(args: argparse.Namespace) -> tuple[review_settings.Settings, Path, Manifest, bytes, bytes, list[Case]]:
+    """The settings, the artifact directory, its manifest (and bytes) and the suite's bytes and cases, checked
+    before any case is sent; ValueError if not."""
     settings = review_settings.load(Path(args.cdk_json), args.env)
     artifact = Path(args.artifact)
     manifest_path = artifact / MANIFEST_NAME
@@ -54,15 +56,12 @@ def _inputs(args: argparse.Namespace) -> tuple[review_settings.Settings, Path, M
         manifest = Manifest.model_validate_json(manifest_bytes)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{manifest_path}: not a model manifest ({exc}); package the model first") from None
-    try:
-        cases = load_cases(settings.suite)
-    except (CaseError, OSError) as exc:
-        raise ValueError(f"{settings.suite}: {exc}") from None
-    return settings, artifact, manifest, manifest_bytes, cases
+    suite_bytes, cases = settings.read_suite()
+    return settings, artifact, manifest, manifest_bytes, suite_bytes, cases
 
 
 def run(args: argparse.Namespace) -> int:
-    settings, artifact, manifest, manifest_bytes, cases = _inputs(args)
+    settings, artifact, manifest, manifest_bytes, suite_bytes, cases = _inputs(args)
     work = artifact / WORK_DIR / records.sha256_bytes(manifest_bytes)[:16]
     endpoint = transport(args, max_connections=args.concurrency)
     try:
@@ -96,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         manifest=manifest,
         manifest_bytes=manifest_bytes,
         suite_path=settings.evaluation.suite,
-        suite_bytes=settings.suite.read_bytes(),
+        suite_bytes=suite_bytes,  # the bytes scored: the record names their sha256
         cases=len(cases),
         created=datetime.now(UTC),
     )

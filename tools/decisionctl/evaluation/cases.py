@@ -95,9 +95,14 @@ def parse_case(line_no: int, data: Any) -> Case:
 
 def load_cases(path: Path) -> list[Case]:
     """Every case of a labeled JSONL file, checked before anything is sent (blank lines and # comments skipped)."""
+    return parse_cases(path.read_bytes(), path)
+
+
+def parse_cases(data: bytes, path: Path) -> list[Case]:
+    """The cases of a labeled JSONL file's bytes (load_cases), for a reader that also hashes the bytes it scored."""
     cases: list[Case] = []
     seen: set[str] = set()
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_no, line in enumerate(data.decode("utf-8").splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:

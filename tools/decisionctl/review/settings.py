@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from decisionctl.evaluation.cases import Case, parse_cases
 from decisionctl.review.decision_diff import Gates
 from stacks.evaluation_config import EvaluationConfig
 
@@ -20,7 +22,26 @@ class Settings:
 
     @property
     def suite(self) -> Path:
-        return self.root / self.evaluation.suite
+        return self.root / self.evaluation.suite  # an absolute suite (one kept out of git) stays as it is
+
+    def read_suite(self) -> tuple[bytes, list[Case]]:
+        """The suite's bytes and its cases, read once; ValueError where it cannot be read, holds a case that is not
+        one, or has another sha256 than cdk.json states for it (evaluation.suite_sha256)."""
+        try:
+            data = self.suite.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"{self.suite}: {exc}") from None
+        stated, actual = self.evaluation.suite_sha256, hashlib.sha256(data).hexdigest()
+        if stated is not None and actual != stated:
+            key = f"environments.{self.environment}.evaluation.suite_sha256"
+            raise ValueError(
+                f"{self.suite} has sha256 {actual}, but {key} is {stated}: put the suite with that sha256 there, "
+                f"or, to evaluate on this one, set {key} to {actual} in a reviewed change of cdk.json"
+            )
+        try:
+            return data, parse_cases(data, self.suite)
+        except ValueError as exc:  # CaseError, and a file that is not UTF-8
+            raise ValueError(f"{self.suite}: {exc}") from None
 
     @property
     def record(self) -> Path:
