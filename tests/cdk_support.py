@@ -87,6 +87,7 @@ def hosting_context(variant: str) -> dict[str, Any]:
         settings = env[section]
         if mode == "instances":
             settings["hosting"] = {"mode": "instances"}
+            settings["autoscaling"]["min_instances"] = max(1, settings["autoscaling"]["min_instances"])
         elif mode in ("components", "full"):
             settings["hosting"] = {"mode": "components"}
             if section == "cpu":

@@ -144,6 +144,8 @@ def test_synth_writes_both_kinds_into_the_decision_model(tmp_path: Path, monkeyp
     dev["model"]["answer_settings"] = answers
     dev["cpu"]["adapter"] = OPTIONS
     dev["cpu"]["shadow"] = {"s3_key": "models/candidate/model.tar.gz", "sha256": CANDIDATE_SHA, "sampling_percent": 10}
+    dev["cpu"]["hosting"] = {"mode": "instances"}  # a shadow needs its model on a variant (stacks/hosting.py)
+    dev["cpu"]["autoscaling"]["min_instances"] = 1
     outdir = tmp_path / "cdk.out"
     build_app("dev", context=context, outdir=str(outdir), root=root).synth()
     template = json.loads((outdir / "DecisionEndpoints-dev-Serving.template.json").read_text(encoding="utf-8"))

@@ -38,8 +38,12 @@ from tests.stacks.test_github_deploy_stack import (
 
 CHECK_ROLE = "decision-dev-deployed-check"
 DEV_GITHUB_ROLE = f"arn:aws:iam::{PROD_ACCOUNT}:role/decision-endpoints-github-deploy-dev"
-# the decision endpoints dev's stack makes (the shipped dev serves cpu only): not the chat one, not gpu's name
-ENDPOINTS = [f"arn:aws:sagemaker:us-west-2:{DEV_ACCOUNT}:endpoint/decision-dev-cpu"]
+# the decision endpoints dev's stack makes (the shipped dev serves cpu only): not the chat one, not gpu's name; and
+# the inference component dev's cpu endpoint hosts its model as (hosting.mode components), which calls name
+ENDPOINTS = [
+    f"arn:aws:sagemaker:us-west-2:{DEV_ACCOUNT}:endpoint/decision-dev-cpu",
+    f"arn:aws:sagemaker:us-west-2:{DEV_ACCOUNT}:inference-component/decision-dev-cpu-model",
+]
 
 
 @pytest.fixture(scope="module")

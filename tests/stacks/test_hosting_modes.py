@@ -362,6 +362,7 @@ def test_what_components_cannot_do_is_refused_with_the_alternative(change: Any, 
 
 def test_scale_to_zero_needs_components_and_is_refused_elsewhere() -> None:
     envs = _environments()
+    envs["dev"]["cpu"]["hosting"] = {"mode": "instances"}
     envs["dev"]["cpu"]["autoscaling"]["min_instances"] = 0
     message = _refusal(envs)
     assert "hosting.mode instances cannot take autoscaling.min_instances 0" in message

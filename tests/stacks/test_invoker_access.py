@@ -49,11 +49,13 @@ def test_the_policy_invokes_exactly_the_environments_endpoints_and_mints_tokens(
     assert not {"Roles", "Users", "Groups"} & set(properties)  # attached by applications, to their own roles
     invoke, mint = properties["PolicyDocument"]["Statement"]
     names = ["decision-dev-cpu", "chat-dev-cpu"]  # the variant's real-time endpoints, and only them
+    # and dev's inference component (hosting.mode components), which every call of decision-dev-cpu names
+    component = endpoint_arn("decision-dev-cpu-model", config.region).replace(":endpoint/", ":inference-component/")
     assert invoke == {
         "Sid": "InvokeTheEndpoints",
         "Effect": "Allow",
         "Action": INVOKE,
-        "Resource": sorted(endpoint_arn(n, config.region) for n in names),
+        "Resource": sorted([*(endpoint_arn(n, config.region) for n in names), component]),
     }
     assert mint == {"Sid": "MintBearerTokens", "Effect": "Allow", "Action": CALL_WITH_BEARER_TOKEN, "Resource": "*"}
     outputs = Template.from_json(template).find_outputs("InvokerPolicyArn")

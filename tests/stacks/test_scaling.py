@@ -13,6 +13,7 @@ from tests.cdk_support import Synthesized, cdk_context
 
 # The CloudFormation value, spelt out: the SageMaker guide's name for the high-resolution (10 s) variant metric.
 CONCURRENCY_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+COPY_CONCURRENCY_METRIC = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"  # per copy
 
 
 def _scaled_sections(synth: Synthesized) -> dict[str, Any]:
@@ -31,18 +32,25 @@ def test_each_variant_tracks_its_concurrent_requests_with_the_configured_target_
 ) -> None:
     targets = synth.resources("Serving", "AWS::ApplicationAutoScaling::ScalableTarget")
     policies = synth.resources("Serving", "AWS::ApplicationAutoScaling::ScalingPolicy")
+    # ResourceId is endpoint/<name>/variant/<variant>, or a components endpoint's inference-component/<name>-model
     endpoint_of = {
-        logical_id: t["Properties"]["ResourceId"].split("/")[1] for logical_id, t in targets.items()
-    }  # ResourceId is endpoint/<name>/variant/<variant>
+        logical_id: t["Properties"]["ResourceId"].split("/")[1].removesuffix("-model")
+        for logical_id, t in targets.items()
+    }
     expected = _scaled_sections(synth)
     assert sorted(endpoint_of.values()) == sorted(expected)
-    assert len(policies) == len(targets)  # one policy per variant, none left on invocations per minute
-    for policy in policies.values():
+    tracking = {k: p for k, p in policies.items() if p["Properties"]["PolicyType"] == "TargetTrackingScaling"}
+    assert len(tracking) == len(targets)  # one per variant or component, none left on invocations per minute
+    # the rest: a components endpoint's step policy out of zero (tests/stacks/test_hosting_modes.py)
+    assert all(p["Properties"]["PolicyType"] == "StepScaling" for k, p in policies.items() if k not in tracking)
+    for policy in tracking.values():
         props = policy["Properties"]
-        settings = expected[endpoint_of[props["ScalingTargetId"]["Ref"]]].autoscaling
-        assert props["PolicyType"] == "TargetTrackingScaling"
+        target = props["ScalingTargetId"]["Ref"]
+        settings = expected[endpoint_of[target]].autoscaling
+        component = targets[target]["Properties"]["ResourceId"].startswith("inference-component/")
+        metric = COPY_CONCURRENCY_METRIC if component else CONCURRENCY_METRIC
         assert props["TargetTrackingScalingPolicyConfiguration"] == {
-            "PredefinedMetricSpecification": {"PredefinedMetricType": CONCURRENCY_METRIC},
+            "PredefinedMetricSpecification": {"PredefinedMetricType": metric},
             "TargetValue": settings.target_concurrent_requests_per_instance,
             "ScaleInCooldown": settings.scale_in_cooldown_seconds,
             "ScaleOutCooldown": settings.scale_out_cooldown_seconds,

@@ -40,17 +40,25 @@ def by_ref(resources: dict[str, dict[str, Any]], value: Any) -> dict[str, Any]:
 
 
 def endpoints(s: Synthesized) -> dict[str, dict[str, Any]]:
-    """Endpoint name -> its Model, EndpointConfig and Endpoint properties, followed through references."""
+    """Endpoint name -> its Model, EndpointConfig and Endpoint properties (and its inference component where it hosts
+    one, hosting.mode components: the model is the component's then), followed through references."""
     res = s.template_json("Serving")["Resources"]
+    components = {
+        v["Properties"]["EndpointName"]["Fn::GetAtt"][0]: v["Properties"]
+        for v in res.values()
+        if v["Type"] == "AWS::SageMaker::InferenceComponent"
+    }
     found = {}
-    for endpoint in (v for v in res.values() if v["Type"] == "AWS::SageMaker::Endpoint"):
+    for logical, endpoint in ((k, v) for k, v in res.items() if v["Type"] == "AWS::SageMaker::Endpoint"):
         config = by_ref(res, endpoint["Properties"]["EndpointConfigName"])
         variant = config["Properties"]["ProductionVariants"][0]
-        model = by_ref(res, variant["ModelName"])
+        component = components.get(logical)
+        model = by_ref(res, component["Specification"]["ModelName"] if component else variant["ModelName"])
         found[endpoint["Properties"]["EndpointName"]] = {
             "endpoint": endpoint["Properties"],
             "config": config["Properties"],
             "variant": variant,
+            "component": component,
             "model": model["Properties"],
             "role": by_ref(res, model["Properties"]["ExecutionRoleArn"]),
         }
@@ -99,14 +107,15 @@ def test_two_stacks_per_environment_named_for_the_front_door(synth: Synthesized)
     ("variant_name", "counts"),
     [
         (
-            "dev",
+            "dev",  # hosted as an inference component that scales to zero (hosting.mode components)
             {
                 "AWS::SageMaker::Model": 1,
                 "AWS::SageMaker::EndpointConfig": 1,
                 "AWS::SageMaker::Endpoint": 1,
+                "AWS::SageMaker::InferenceComponent": 1,
                 "AWS::ApplicationAutoScaling::ScalableTarget": 1,
-                "AWS::ApplicationAutoScaling::ScalingPolicy": 1,
-                "AWS::CloudWatch::Alarm": 7,
+                "AWS::ApplicationAutoScaling::ScalingPolicy": 2,  # copies tracking concurrency, and out of zero
+                "AWS::CloudWatch::Alarm": 8,  # and the scale-out-from-zero alarm
                 # overload rejections, runtime failures, answers per action (test_action_metrics.py), answers and
                 # input-flagged answers (test_input_flags.py)
                 "AWS::Logs::MetricFilter": 7,
@@ -137,8 +146,8 @@ def test_two_stacks_per_environment_named_for_the_front_door(synth: Synthesized)
                 "AWS::SageMaker::EndpointConfig": 2,
                 "AWS::SageMaker::Endpoint": 2,
                 "AWS::ApplicationAutoScaling::ScalableTarget": 2,
-                "AWS::ApplicationAutoScaling::ScalingPolicy": 2,
-                "AWS::CloudWatch::Alarm": 11,  # the chat endpoint has no adapter: no overload, runtime or flag alarm
+                "AWS::ApplicationAutoScaling::ScalingPolicy": 3,
+                "AWS::CloudWatch::Alarm": 12,  # the chat endpoint has no adapter: no overload, runtime or flag alarm
                 "AWS::Logs::MetricFilter": 7,
                 "AWS::CloudWatch::Dashboard": 1,
                 "AWS::CodeBuild::Project": 1,
@@ -258,9 +267,10 @@ def test_endpoint_names_and_run_identity_environment(synth: Synthesized) -> None
 
 def test_timeouts_are_sized_for_gguf_loads(synth: Synthesized) -> None:
     for parts in endpoints(synth).values():
-        variant = parts["variant"]
-        assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] >= 600
-        assert variant["ModelDataDownloadTimeoutInSeconds"] == synth.config.model.download_timeout_seconds
+        # a component's copies start under its own startup parameters, a model's variant under the variant's
+        startup = parts["component"]["Specification"]["StartupParameters"] if parts["component"] else parts["variant"]
+        assert startup["ContainerStartupHealthCheckTimeoutInSeconds"] >= 600
+        assert startup["ModelDataDownloadTimeoutInSeconds"] == synth.config.model.download_timeout_seconds
 
 
 def test_models_read_model_tar_gz_from_the_model_bucket_in_isolation(synth: Synthesized) -> None:
@@ -325,25 +335,32 @@ def test_each_endpoint_has_a_scalable_target_and_tracking_policy(synth: Synthesi
         names["chat"] = f"chat-{synth.environment}-{synth.config.chat.flavour}"
     for section, s in settings.items():
         a = s.autoscaling
+        component = endpoints(synth)[names[section]]["component"]
         template.has_resource_properties(
             "AWS::ApplicationAutoScaling::ScalableTarget",
             {
                 "ServiceNamespace": "sagemaker",
-                "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
-                "ResourceId": f"endpoint/{names[section]}/variant/AllTraffic",
+                # a components endpoint scales its copies (tests/stacks/test_hosting_modes.py), others their instances
+                "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount"
+                if component
+                else "sagemaker:variant:DesiredInstanceCount",
+                "ResourceId": f"inference-component/{component['InferenceComponentName']}"
+                if component
+                else f"endpoint/{names[section]}/variant/AllTraffic",
                 "MinCapacity": a.min_instances,
                 "MaxCapacity": a.max_instances,
                 "RoleARN": Match.any_value(),
             },
         )
         # its target tracking policy: tests/stacks/test_scaling.py
-        # Initial instance count is the scaling minimum.
-        assert endpoints(synth)[names[section]]["variant"]["InitialInstanceCount"] == a.min_instances
+        # Initial instance count is the scaling minimum (at least one to create a components endpoint with).
+        assert endpoints(synth)[names[section]]["variant"]["InitialInstanceCount"] == max(1, a.min_instances)
 
 
 def test_autoscaling_can_be_switched_off_for_an_instance_type_change(tmp_path: Path) -> None:
     context = cdk_context()
     context["environments"]["dev"]["cpu"]["autoscaling"]["enabled"] = False
+    context["environments"]["dev"]["cpu"]["autoscaling"]["min_instances"] = 1  # a copy that always runs
     assembly = build_app("dev", context=context, outdir=str(tmp_path)).synth()
     template = Template.from_json(assembly.get_stack_by_name("DecisionEndpoints-dev-Serving").template)
     template.resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", 0)
@@ -355,7 +372,8 @@ def test_autoscaling_can_be_switched_off_for_an_instance_type_change(tmp_path: P
 def test_scalable_targets_wait_for_their_endpoints(synth: Synthesized) -> None:
     res = synth.template_json("Serving")["Resources"]
     for target in synth.resources("Serving", "AWS::ApplicationAutoScaling::ScalableTarget").values():
-        assert any(res[d]["Type"] == "AWS::SageMaker::Endpoint" for d in target["DependsOn"])
+        waits_for = {"AWS::SageMaker::Endpoint", "AWS::SageMaker::InferenceComponent"}  # a variant's or a component's
+        assert any(res[d]["Type"] in waits_for for d in target["DependsOn"])
         role = json.dumps(target["Properties"]["RoleARN"])
         assert "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint" in role
 
@@ -415,6 +433,8 @@ def test_the_overload_filter_matches_the_adapters_log_lines(caplog: pytest.LogCa
 
 def test_alarms_notify_the_configured_topic(synth: Synthesized, variant: Synthesized) -> None:
     for alarm in synth.resources("Serving", "AWS::CloudWatch::Alarm").values():
+        if alarm["Properties"].get("MetricName") == "NoCapacityInvocationFailures":
+            continue  # the scale-out-from-zero alarm scales, it notifies no one (test_hosting_modes.py)
         action = alarm["Properties"]["AlarmActions"][0]
         if synth is variant:
             assert action == VARIANT_TOPIC
@@ -426,16 +446,13 @@ def test_dashboard_shows_latency_invocations_errors_instances(synth: Synthesized
     dashboard = next(iter(synth.resources("Serving", "AWS::CloudWatch::Dashboard").values()))["Properties"]
     assert dashboard["DashboardName"] == f"DecisionEndpoints-{synth.environment}"
     body = json.dumps(dashboard["DashboardBody"])
-    for metric in (
-        "ModelLatency",
-        "Invocations",
-        "ConcurrentRequestsPerModel",
-        "Invocation5XXErrors",
-        "CPUUtilization",
-    ):
+    for metric in ("ModelLatency", "Invocations", "Invocation5XXErrors"):
         assert metric in body
-    for name in endpoints(synth):
-        assert f"{name}: instances" in body
+    for name, parts in endpoints(synth).items():
+        # a components endpoint shows its copies and scales per copy (test_hosting_modes.py)
+        capacity, concurrency = ("copies", "ConcurrentRequestsPerCopy") if parts["component"] else ("instances", "")
+        assert f"{name}: {capacity}" in body
+        assert (concurrency or "ConcurrentRequestsPerModel") in body
 
 
 # --- IAM ----------------------------------------------------------------------------------------
