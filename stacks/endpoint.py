@@ -25,7 +25,7 @@ from constructs import Construct
 
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import deployment_config
-from stacks.hosting import DEFAULT_HOSTING, ComponentsHosting, ServerlessHosting, component_name
+from stacks.hosting import DEFAULT_HOSTING, ComponentsHosting, ServerlessHosting
 from stacks.hosting_variants import component_deployment, component_variant, inference_component, serverless_variant
 from stacks.instance_types import has_local_nvme
 from stacks.nag import acknowledge
@@ -184,6 +184,7 @@ class ServingEndpoint(SageMakerEndpoint):
         data_capture: sagemaker.CfnEndpointConfig.DataCaptureConfigProperty | None = None,
         shadow: ShadowModel | None = None,
         memory_mb: int | None = None,
+        component_name: str | None = None,
     ) -> None:
         super().__init__(
             scope,
@@ -196,7 +197,8 @@ class ServingEndpoint(SageMakerEndpoint):
         self.settings = settings
         self.hosting = getattr(settings, "hosting", DEFAULT_HOSTING)  # the chat section is hosted on instances
         components = isinstance(self.hosting, ComponentsHosting)
-        self.component_name = component_name(endpoint_name) if components else None
+        assert components == (component_name is not None), "a components section's endpoint names its component"
+        self.component_name = component_name
         self.container_log_group = self.log_group  # where the container's lines (every decision line) land
         if self.component_name is not None:
             self.container_log_group = endpoint_log_group(

@@ -129,9 +129,9 @@ def serverless_memory_mb(
     return hosting.memory_mb
 
 
-def component_name(endpoint_name: str) -> str:
-    """The inference component's name: fixed (callers name it on every InvokeEndpoint), unique beside its endpoint."""
-    return f"{endpoint_name}-model"
+def component_name(environment: str, section: str) -> str:
+    """The inference component of decision-<env>-<section>: fixed (callers name it on every InvokeEndpoint)."""
+    return f"decision-{environment}-{section}-model"
 
 
 def refusals(

@@ -31,7 +31,7 @@ from stacks.endpoint import ServingEndpoint
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.evaluation_config import RECORD_OUTPUT, Binding
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
-from stacks.hosting import hosted_memory_mb
+from stacks.hosting import ComponentsHosting, component_name, hosted_memory_mb
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.invoker_access import InvokerPolicy
 from stacks.observability import EndpointAlarms, log_retention, overload_namespace
@@ -262,6 +262,9 @@ class ServingStack(cdk.Stack):
                 settings.hosting, config.model.footprint, ctx_size=settings.ctx_size, contexts=settings.max_concurrency
             )
             if isinstance(settings, CpuEndpoint | GpuEndpoint)
+            else None,
+            component_name=component_name(config.name, section)
+            if isinstance(getattr(settings, "hosting", None), ComponentsHosting)
             else None,
         )
         endpoint.model.node.add_dependency(self.preflight.resource)
