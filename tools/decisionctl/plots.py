@@ -1,5 +1,5 @@
-"""PNG figures: reliability diagram, confidence histogram, latency versus concurrency, certified automation
-(matplotlib, Agg)."""
+"""PNG figures: reliability diagram, confidence histogram, latency versus concurrency, certified automation, cost of
+each hosting mode against traffic (matplotlib, Agg)."""
 
 from __future__ import annotations
 
@@ -240,6 +240,32 @@ def automation_curve(path: Path, band: Mapping[str, Any], *, title: str, max_err
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def cost_plot(
+    path: Path,
+    panels: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]],
+    *,
+    at: float,
+    currency: str,
+    title: str,
+) -> None:
+    """Monthly cost of each hosting mode against decisions a day (log-log), a panel per section; a dotted line at the
+    profile's own traffic (`at`). Where two curves cross is a break-even."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    for ax, (section, modes) in zip(axes[0], panels.items(), strict=True):
+        for k, (mode, points) in enumerate(modes.items()):
+            ax.plot([d for d, _ in points], [max(c, 1e-3) for _, c in points], color=f"C{k}", label=mode)
+        ax.axvline(at, color="black", linestyle=":", linewidth=1, label="this profile")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set(xlabel="decisions a day (the profile's shape, scaled)", ylabel=f"{currency} a month", title=section)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -389,3 +389,9 @@ def outcomes(report: dict[str, Any]) -> str:
             band_rows.append([key, ", ".join(b["question_ids"]), b["automated"], b["errors"], pct(b["error"]), verdict])
         parts.append(table(["band", "questions", "automated", "reversed", "error", "promised"], band_rows))
     return "\n".join(parts)
+
+
+def costs(rows: Sequence[Any], currency: str) -> str:
+    """Each section's hosting modes (load/costs.py's Row.cells): monthly cost, break-even traffic, the mode's terms."""
+    headers = ["section", "mode", "runs on", f"{currency}/month", "break-even a day: this shape / even", "note"]
+    return table(headers, [r.cells() for r in rows])

@@ -11,6 +11,7 @@ from decisionctl.commands import (
     bench,
     check_deployed,
     compare,
+    cost,
     decide,
     decision_diff,
     evaluate,
@@ -25,7 +26,7 @@ from decisionctl.commands import (
 STAGES: tuple[tuple[str, tuple[ModuleType, ...]], ...] = (
     ("package a model and call it", (package_model, decide)),
     ("measure and certify (docs/measure.md)", (fit_prior, evaluate, compare)),
-    ("size the instances (docs/deploy.md)", (bench,)),
+    ("size the instances and choose a hosting mode (docs/deploy.md)", (bench, cost)),
     ("review a release (docs/deploy.md, the review loop)", (pin_images, record_evaluation, decision_diff)),
     ("check what is deployed", (check_deployed, served_record)),
     ("bulk decisions (docs/bulk.md)", (batch,)),

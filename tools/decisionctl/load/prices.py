@@ -1,4 +1,5 @@
-"""Hourly instance prices (a small editable table) and what a decision costs at a measured throughput."""
+"""Hourly instance prices and serverless inference's prices (a small editable, dated table) and what a decision costs
+at a measured throughput."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ BUILTIN = "builtin"
 
 
 @dataclass(frozen=True)
+class ServerlessPrices:
+    """SageMaker serverless inference: compute per GB-second of configured memory, data processed, per request."""
+
+    per_gb_second: float
+    per_gb_processed: float
+    per_request: float
+    checked: bool
+    note: str
+
+
+@dataclass(frozen=True)
 class PriceTable:
     hourly: dict[str, float]
     currency: str
@@ -19,6 +31,8 @@ class PriceTable:
     checked: bool
     note: str
     source: str
+    date: str = ""
+    serverless: ServerlessPrices | None = None
 
     def price(self, instance_type: str) -> float:
         if instance_type not in self.hourly:
@@ -32,7 +46,9 @@ class PriceTable:
             "region": self.region,
             "checked": self.checked,
             "note": self.note,
+            "date": self.date,
             "hourly": self.hourly,
+            "serverless": None if self.serverless is None else dict(vars(self.serverless)),
         }
 
 
@@ -47,6 +63,7 @@ def load_prices(path: str = BUILTIN) -> PriceTable:
     hourly = {str(k): float(v) for k, v in data["hourly"].items()}
     if any(v <= 0 for v in hourly.values()):
         raise ValueError(f"{source}: hourly prices must be positive")
+    serverless = data.get("serverless")
     return PriceTable(
         hourly,
         str(data.get("currency", "USD")),
@@ -54,7 +71,16 @@ def load_prices(path: str = BUILTIN) -> PriceTable:
         bool(data.get("checked", False)),
         str(data.get("note", "")),
         source,
+        str(data.get("date", "")),
+        _serverless(serverless, source) if serverless is not None else None,
     )
+
+
+def _serverless(data: dict[str, Any], source: str) -> ServerlessPrices:
+    prices = {key: float(data[key]) for key in ("per_gb_second", "per_gb_processed", "per_request")}
+    if any(v < 0 for v in prices.values()) or prices["per_gb_second"] <= 0:
+        raise ValueError(f"{source}: serverless prices must be >= 0, per_gb_second > 0")
+    return ServerlessPrices(**prices, checked=bool(data.get("checked", False)), note=str(data.get("note", "")))
 
 
 def cost_per_1000(hourly_price: float, decisions_per_s: float) -> float | None:
