@@ -29,8 +29,9 @@ MIB = 1 << 20
 SERVERLESS_MEMORY_STEP_MB = 1024
 SERVERLESS_MEMORY_MB = (1024, 6144)  # ServerlessConfig.MemorySizeInMB's range, in 1 GB steps
 SERVERLESS_MAX_CONCURRENCY = 200
-# Measured (benchmarks/cold_start.py, BENCHMARKS.md "Cold start"): the adapter's resident memory beyond the GGUF and
-# its KV caches (Python, FastAPI, llama.cpp's compute buffers), rounded up with headroom.
+# The adapter's resident memory beyond the GGUF and its KV caches (Python, FastAPI, llama.cpp's compute buffers):
+# measured 100-188 MB on the bundled model and 184 MB on Gemma 3 270M (BENCHMARKS.md, "Cold start"), taken with
+# headroom for larger models' compute buffers.
 RUNTIME_OVERHEAD_MB = 512
 # The adapter's default state cache holds this many contexts' worth of KV (decision_adapter.service, capped 1 GiB).
 STATE_CACHE_CONTEXTS = 2
