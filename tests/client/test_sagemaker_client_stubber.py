@@ -20,7 +20,7 @@ from decision_endpoints_client import (
     INFERENCE_ID,
     MAX_REALTIME_PAYLOAD_BYTES,
     TARGET_VARIANT,
-    AsyncEndpoint,
+    AsyncInferenceEndpoint,
     SageMakerTransport,
 )
 from decision_endpoints_client.sdk import sagemaker_client
@@ -179,8 +179,8 @@ def test_a_body_over_sagemakers_limit_and_an_unreachable_route_are_answered_with
     assert models.status_code == 404 and "InvokeEndpoint only posts" in models.json()["detail"]["message"]
 
 
-def _async_endpoint(runtime, s3, **options) -> AsyncEndpoint:
-    return AsyncEndpoint(
+def _async_endpoint(runtime, s3, **options) -> AsyncInferenceEndpoint:
+    return AsyncInferenceEndpoint(
         ENDPOINT,
         input_location="s3://bucket/async/input/",
         runtime=runtime,

@@ -1,7 +1,7 @@
 """Call a SageMaker decision endpoint with the official typesafe-sdk (or the `openai` SDK's Decisions API): SigV4
 through botocore, SageMaker's errors given back as the container's own answers."""
 
-from decision_endpoints_client.asynchronous import AsyncEndpoint
+from decision_endpoints_client.async_inference import AsyncInferenceEndpoint
 from decision_endpoints_client.capacity import CapacityProgress, CapacityWait
 from decision_endpoints_client.invocation import (
     CUSTOM_ATTRIBUTES,
@@ -17,8 +17,14 @@ from decision_endpoints_client.invocation import (
     Invoker,
 )
 from decision_endpoints_client.realtime import MAX_REALTIME_PAYLOAD_BYTES, RealTimeEndpoint, runtime_client
-from decision_endpoints_client.sdk import async_openai_client, async_sagemaker_client, openai_client, sagemaker_client
-from decision_endpoints_client.transports import AsyncSageMakerTransport, SageMakerTransport
+from decision_endpoints_client.sdk import (
+    async_openai_client,
+    async_sagemaker_client,
+    openai_client,
+    openai_route_client,
+    sagemaker_client,
+)
+from decision_endpoints_client.transports import AsyncSageMakerTransport, EndpointOptions, SageMakerTransport
 
 __version__ = "0.1.0"
 
@@ -31,10 +37,11 @@ __all__ = [
     "NO_CAPACITY",
     "TARGET_VARIANT",
     "Answer",
-    "AsyncEndpoint",
+    "AsyncInferenceEndpoint",
     "AsyncSageMakerTransport",
     "CapacityProgress",
     "CapacityWait",
+    "EndpointOptions",
     "EndpointUnreachable",
     "Invocation",
     "InvocationTimeout",
@@ -44,6 +51,7 @@ __all__ = [
     "async_openai_client",
     "async_sagemaker_client",
     "openai_client",
+    "openai_route_client",
     "runtime_client",
     "sagemaker_client",
 ]

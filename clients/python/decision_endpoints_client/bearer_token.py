@@ -145,17 +145,3 @@ class BearerAuth(httpx2.Auth):
             self.token.drop()
             request.headers["Authorization"] = f"Bearer {self.token.value()}"
             yield request
-
-
-def openai_route_client(endpoint_name: str, region: str, *, token: BearerToken | None = None, **options: Any) -> Any:
-    """An `openai.OpenAI` for the endpoint's OpenAI-compatible route with bearer tokens (chat completions only:
-    SageMaker routes nothing else there)."""
-    from openai import OpenAI
-
-    auth = BearerAuth(token or BearerToken(region))
-    return OpenAI(
-        api_key="sagemaker-bearer-token",  # replaced on every request by the auth flow
-        base_url=options.pop("base_url", openai_route_base_url(endpoint_name, region)),
-        http_client=httpx2.Client(auth=auth),
-        **options,
-    )

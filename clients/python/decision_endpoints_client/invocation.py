@@ -3,7 +3,10 @@ that leave no answer (a timeout, an unreachable service); the header names both 
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -69,11 +72,23 @@ class Answer:
 
     @property
     def retry_after_s(self) -> float | None:
-        raw = self.headers.get(RETRY_AFTER)
+        return retry_after_seconds(self.headers.get(RETRY_AFTER))
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date (None: absent or unreadable)."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
         try:
-            return float(raw) if raw is not None else None
-        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
             return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def error_answer(

@@ -3,9 +3,12 @@ placeholder API key (SigV4 signs instead) and a base URL that names the endpoint
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from decision_endpoints_client.transports import AsyncSageMakerTransport, SageMakerTransport
+from decision_endpoints_client.transports import ENDPOINT_OPTIONS, AsyncSageMakerTransport, SageMakerTransport
+
+if TYPE_CHECKING:
+    from decision_endpoints_client.bearer_token import BearerToken
 
 # The SDK insists on a key; SageMaker strips the Authorization header it becomes and checks SigV4 instead.
 SIGV4_PLACEHOLDER_KEY = "aws-sigv4"
@@ -18,8 +21,8 @@ def base_url(endpoint_name: str) -> str:
 
 def sagemaker_client(endpoint_name: str, *, region: str | None = None, **options: Any) -> Any:
     """A `typesafe_sdk.TypeSafeClient` whose calls go to the endpoint; `options` are the SDK client's own
-    (retry, model, headers, ...) plus the transport's (target_variant, async_input_location, client,
-    inference_component, capacity_wait)."""
+    (retry, model, headers, ...) plus the transport's (transports.EndpointOptions: target_variant,
+    async_input_location, client, inference_component, capacity_wait, ...)."""
     from typesafe_sdk import TypeSafeClient
 
     transport, options = _split(SageMakerTransport, endpoint_name, region, options, base_url(endpoint_name))
@@ -63,7 +66,7 @@ def _split(
 ) -> tuple[Any, dict[str, Any]]:
     """The transport built from its options, and the client's own options with the placeholder key and the base
     URL filled in where the caller gave none."""
-    transport_options = {k: options.pop(k) for k in _TRANSPORT_OPTIONS if k in options}
+    transport_options = {k: options.pop(k) for k in ENDPOINT_OPTIONS if k in options and k != "region"}
     transport = transport_class(endpoint_name, region=region, **transport_options)
     return transport, {"api_key": SIGV4_PLACEHOLDER_KEY, "base_url": default_base_url, **options}
 
@@ -73,12 +76,18 @@ def openai_base_url(endpoint_name: str) -> str:
     return f"{base_url(endpoint_name)}/v1"
 
 
-_TRANSPORT_OPTIONS = (
-    "client",
-    "target_variant",
-    "async_input_location",
-    "read_timeout_s",
-    "max_connections",
-    "inference_component",
-    "capacity_wait",
-)
+def openai_route_client(endpoint_name: str, region: str, *, token: BearerToken | None = None, **options: Any) -> Any:
+    """An `openai.OpenAI` for the endpoint's OpenAI-compatible route with bearer tokens (chat completions only:
+    SageMaker routes nothing else there); `options` are the OpenAI client's own."""
+    import httpx2
+    from openai import OpenAI
+
+    from decision_endpoints_client.bearer_token import BearerAuth, BearerToken, openai_route_base_url
+
+    auth = BearerAuth(token or BearerToken(region))
+    return OpenAI(
+        api_key="sagemaker-bearer-token",  # replaced on every request by the auth flow
+        base_url=options.pop("base_url", openai_route_base_url(endpoint_name, region)),
+        http_client=httpx2.Client(auth=auth),
+        **options,
+    )

@@ -5,12 +5,12 @@ response."""
 from __future__ import annotations
 
 import gzip
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import anyio.to_thread
 import httpx2
 
-from decision_endpoints_client.asynchronous import AsyncEndpoint
+from decision_endpoints_client.async_inference import AsyncInferenceEndpoint
 from decision_endpoints_client.capacity import CapacityWait
 from decision_endpoints_client.invocation import (
     Answer,
@@ -20,7 +20,7 @@ from decision_endpoints_client.invocation import (
     Invoker,
     error_answer,
 )
-from decision_endpoints_client.realtime import DEFAULT_READ_TIMEOUT_S, RealTimeEndpoint
+from decision_endpoints_client.realtime import RealTimeEndpoint
 
 # The routes whose body the container's /invocations takes as it is: the decision call (what the SDK sends),
 # SageMaker's own route, chat completions and OpenAI's Decisions API (the adapter answers each shape on /invocations).
@@ -78,38 +78,42 @@ def _invoke(invoker: Invoker, request: httpx2.Request, body: bytes) -> httpx2.Re
     return response_of(answer, request)
 
 
-def endpoint(
-    endpoint_name: str,
-    *,
-    region: str | None = None,
-    client: Any = None,
-    target_variant: str | None = None,
-    async_input_location: str | None = None,
-    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-    max_connections: int = 10,
-    inference_component: str | None = None,
-    capacity_wait: CapacityWait | None = CapacityWait(),  # noqa: B008 - frozen, shared safely
-) -> Invoker:
+class EndpointOptions(TypedDict, total=False):
+    """The keywords that choose the endpoint a transport invokes and how (every builder takes them, by these names):
+    RealTimeEndpoint's, and `async_input_location` (s3://bucket/prefix/) for an Async Inference endpoint."""
+
+    region: str | None
+    client: Any
+    target_variant: str | None
+    async_input_location: str | None
+    read_timeout_s: float
+    max_connections: int
+    inference_component: str | None
+    capacity_wait: CapacityWait | None
+
+
+ENDPOINT_OPTIONS = EndpointOptions.__optional_keys__
+
+
+def endpoint(endpoint_name: str, **options: Unpack[EndpointOptions]) -> Invoker:
     """A real-time endpoint (its `inference_component` named on a components endpoint, waiting through its
-    scaled-to-zero refusals within `capacity_wait`), or an asynchronous one where `async_input_location`
-    (s3://bucket/prefix/) is given."""
+    scaled-to-zero refusals within `capacity_wait`; RealTimeEndpoint's defaults for what is not given), or an Async
+    Inference one where `async_input_location` (s3://bucket/prefix/) is given."""
+    realtime: dict[str, Any] = {k: v for k, v in options.items() if k != "async_input_location"}
+    async_input_location = options.get("async_input_location")
     if async_input_location is not None:
-        if target_variant is not None or inference_component is not None:
+        if options.get("target_variant") is not None or options.get("inference_component") is not None:
             raise ValueError(
                 "InvokeEndpointAsync has no TargetVariant and no InferenceComponentName: an asynchronous endpoint "
                 "has one variant and hosts its model on it"
             )
-        return AsyncEndpoint(endpoint_name, input_location=async_input_location, region=region, runtime=client)
-    return RealTimeEndpoint(
-        endpoint_name,
-        region=region,
-        client=client,
-        target_variant=target_variant,
-        read_timeout_s=read_timeout_s,
-        max_connections=max_connections,
-        inference_component=inference_component,
-        capacity_wait=capacity_wait,
-    )
+        return AsyncInferenceEndpoint(
+            endpoint_name,
+            input_location=async_input_location,
+            region=options.get("region"),
+            runtime=options.get("client"),
+        )
+    return RealTimeEndpoint(endpoint_name, **realtime)
 
 
 class SageMakerTransport(httpx2.BaseTransport):
@@ -122,33 +126,12 @@ class SageMakerTransport(httpx2.BaseTransport):
     """
 
     def __init__(
-        self,
-        endpoint_name: str | None = None,
-        *,
-        region: str | None = None,
-        client: Any = None,
-        target_variant: str | None = None,
-        async_input_location: str | None = None,
-        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-        max_connections: int = 10,
-        invoker: Invoker | None = None,
-        inference_component: str | None = None,
-        capacity_wait: CapacityWait | None = CapacityWait(),  # noqa: B008 - frozen, shared safely
+        self, endpoint_name: str | None = None, *, invoker: Invoker | None = None, **options: Unpack[EndpointOptions]
     ) -> None:
         if invoker is None:
             if endpoint_name is None:
                 raise ValueError("name the endpoint (endpoint_name) or pass an invoker")
-            invoker = endpoint(
-                endpoint_name,
-                region=region,
-                client=client,
-                target_variant=target_variant,
-                async_input_location=async_input_location,
-                read_timeout_s=read_timeout_s,
-                max_connections=max_connections,
-                inference_component=inference_component,
-                capacity_wait=capacity_wait,
-            )
+            invoker = endpoint(endpoint_name, **options)
         self.invoker = invoker
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -163,31 +146,9 @@ class AsyncSageMakerTransport(httpx2.AsyncBaseTransport):
     worker thread so the event loop keeps running."""
 
     def __init__(
-        self,
-        endpoint_name: str | None = None,
-        *,
-        region: str | None = None,
-        client: Any = None,
-        target_variant: str | None = None,
-        async_input_location: str | None = None,
-        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
-        max_connections: int = 10,
-        invoker: Invoker | None = None,
-        inference_component: str | None = None,
-        capacity_wait: CapacityWait | None = CapacityWait(),  # noqa: B008 - frozen, shared safely
+        self, endpoint_name: str | None = None, *, invoker: Invoker | None = None, **options: Unpack[EndpointOptions]
     ) -> None:
-        self._sync = SageMakerTransport(
-            endpoint_name,
-            region=region,
-            client=client,
-            target_variant=target_variant,
-            async_input_location=async_input_location,
-            read_timeout_s=read_timeout_s,
-            max_connections=max_connections,
-            invoker=invoker,
-            inference_component=inference_component,
-            capacity_wait=capacity_wait,
-        )
+        self._sync = SageMakerTransport(endpoint_name, invoker=invoker, **options)
         self.invoker = self._sync.invoker
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:

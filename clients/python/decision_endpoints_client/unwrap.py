@@ -81,7 +81,7 @@ def _container_answer(error: Mapping[str, Any], message: str, headers: dict[str,
     if detail is not None:
         headers["content-type"] = JSON
         if RETRY_AFTER not in headers:
-            wait = _retry_after_in(detail)
+            wait = _stated_wait(detail)
             if wait is not None:
                 headers[RETRY_AFTER] = wait
     else:
@@ -99,7 +99,7 @@ def _json_detail(body: bytes) -> Any:
     return parsed.get("detail", parsed.get("error", parsed)) if isinstance(parsed, dict) else None
 
 
-def _retry_after_in(detail: Any) -> str | None:
+def _stated_wait(detail: Any) -> str | None:
     """The wait a JSON error body states: a `retry_after` field, or the adapter's "retry after N s" message."""
     if isinstance(detail, dict):
         value = detail.get("retry_after")

@@ -1,6 +1,6 @@
-"""InvokeEndpointAsync on an asynchronous endpoint: the body is put in S3, the invocation queued, and the answer
-(or the failure SageMaker records) read back from S3 once it is there, so a caller gets one answer as from a
-real-time endpoint."""
+"""SageMaker Async Inference (InvokeEndpointAsync) on an asynchronous endpoint: the body is put in S3, the invocation
+queued, and the answer (or the failure SageMaker records) read back from S3 once it is there, so a caller gets one
+answer as from a real-time endpoint."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-class AsyncEndpoint:
-    """An asynchronous endpoint: each invocation is a put to `input_location`, an InvokeEndpointAsync and a wait.
+class AsyncInferenceEndpoint:
+    """An Async Inference endpoint: each invocation is a put to `input_location`, an InvokeEndpointAsync and a wait.
 
     The input object holds the request (customer data), so it is deleted once the answer or failure is read.
     """
