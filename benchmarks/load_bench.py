@@ -39,7 +39,7 @@ from decision_adapter.launcher import MODEL_FILE, ROOT, AdapterProcess, start_ad
 from decision_adapter.settings import AdapterSettings
 from decisionctl import tables
 from decisionctl.load import runs, workloads
-from decisionctl.transport import HttpTransport, Reply, RetryPolicy
+from decisionctl.transport import HttpSender, Reply, RetryPolicy
 
 TIMEOUT_S = 900.0  # 16 clients on one 2,000-token context queue for minutes here; no answer is cut short
 CORES = os.cpu_count() or 1
@@ -111,7 +111,7 @@ def _cache_counters(adapter: AdapterProcess) -> dict[str, int]:
 
 
 def _levels(
-    transport: HttpTransport,
+    transport: HttpSender,
     workload: workloads.Workload,
     levels: tuple[int, ...],
     count: Callable[[str, int], int],
@@ -152,7 +152,7 @@ def bench_load(tmp: Path, plan: Plan) -> list[dict[str, Any]]:
             "SM_LLAMA_CPP_THREADS_BATCH": str(threads),
         }
         adapter = start_adapter(tmp / f"contexts-{contexts}", env=env)
-        transport = HttpTransport(adapter.url, timeout_s=TIMEOUT_S, max_connections=max(plan.levels))
+        transport = HttpSender(adapter.url, timeout_s=TIMEOUT_S, max_connections=max(plan.levels))
         label = f"contexts={contexts} ({threads} threads each)"
         try:
             for workload in plan.workloads:
@@ -205,7 +205,7 @@ def bench_retries(tmp: Path, plan: Plan, wait_s: float) -> dict[str, Any]:
         "SM_LLAMA_CPP_THREADS": str(CORES),
     }
     adapter = start_adapter(tmp / f"retries-wait-{wait_s:g}", env=env)
-    transport = HttpTransport(adapter.url, timeout_s=TIMEOUT_S, max_connections=holds * max(plan.retry_multiples))
+    transport = HttpSender(adapter.url, timeout_s=TIMEOUT_S, max_connections=holds * max(plan.retry_multiples))
     tickets = workloads.TicketRouting(state_tokens=plan.retry_state_tokens)
     try:
         (peak_level,) = _levels(transport, tickets, (holds,), plan.retry_count, policy=RetryPolicy())
@@ -303,7 +303,7 @@ def _lane_row(name: str, level: dict[str, Any], chats: ChatLoad | None, env: dic
     }
 
 
-def _one_client(transport: HttpTransport, plan: Plan, seed: int, warmup: int) -> dict[str, Any]:
+def _one_client(transport: HttpSender, plan: Plan, seed: int, warmup: int) -> dict[str, Any]:
     """One closed-loop client sending plan.lane_count ticket-routing decisions."""
     (level,) = runs.run_target(
         transport,
@@ -325,7 +325,7 @@ def bench_lane(tmp: Path, plan: Plan) -> dict[str, Any]:
     for chat_contexts in ("1", "0"):
         env = {"DECISION_MAX_CONCURRENCY": "1", "DECISION_CHAT_CONTEXTS": chat_contexts}
         adapter = start_adapter(tmp / f"lane-chat-{chat_contexts}", env=env, unset=("SM_LLAMA_CPP_THREADS",))
-        transport = HttpTransport(adapter.url, timeout_s=TIMEOUT_S, max_connections=2)
+        transport = HttpSender(adapter.url, timeout_s=TIMEOUT_S, max_connections=2)
         try:
             if chat_contexts == "1":
                 rows.append(_lane_row("chat lane, idle", _one_client(transport, plan, 301, 1), None, env))

@@ -26,7 +26,7 @@ from decisionctl.load import workloads
 from decisionctl.load.closed_loop import run_level
 from decisionctl.load.prices import load_prices
 from decisionctl.load.runs import SCALING_KEY, recommend, run_target
-from decisionctl.transport import HttpTransport, Reply, RetryPolicy
+from decisionctl.transport import HttpSender, Reply, RetryPolicy
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, require_model, start_adapter
 
@@ -108,7 +108,7 @@ def test_supervisor_questions_on_a_seen_state_restore_it_from_the_cache(two_slot
 
     supervisor = workloads.AgentSupervisor(states=2, gap_s=0.3, state_tokens=120)
     group = supervisor.group(0, 0)
-    transport = HttpTransport(two_slot_adapter.url, timeout_s=600)
+    transport = HttpSender(two_slot_adapter.url, timeout_s=600)
     hits, misses = lookups()
     try:
         (level,) = run_target(

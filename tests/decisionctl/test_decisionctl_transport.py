@@ -21,14 +21,14 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
+from decision_endpoints_client.invocation import retry_after_seconds
 from decisionctl import cli
 from decisionctl.transport import (
-    HttpTransport,
-    RealTimeEndpointTransport,
+    HttpSender,
+    RealTimeEndpointSender,
     Reply,
     RetryPolicy,
     aws_setup_failure,
-    parse_retry_after,
     send_with_retries,
 )
 
@@ -94,7 +94,7 @@ OVERLOADED = (429, {"Retry-After": "0"}, {"detail": {"error_type": "overloaded",
 def test_429_is_retried_after_retry_after_then_succeeds(scripted) -> None:
     server = scripted([OVERLOADED, OVERLOADED, (200, {}, ANSWER)])
     waits: list[float] = []
-    transport = HttpTransport(server.url)
+    transport = HttpSender(server.url)
     reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(max_attempts=5, sleep=waits.append))
     transport.close()
     assert reply.ok and reply.json() == ANSWER
@@ -106,7 +106,7 @@ def test_429_is_retried_after_retry_after_then_succeeds(scripted) -> None:
 def test_400_is_never_retried(scripted) -> None:
     server = scripted([(400, {}, {"detail": {"error_type": "invalid_request", "message": "bad"}}), (200, {}, ANSWER)])
     waits: list[float] = []
-    transport = HttpTransport(server.url)
+    transport = HttpSender(server.url)
     reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(max_attempts=5, sleep=waits.append))
     transport.close()
     assert (reply.status, attempts, len(server.requests), waits) == (400, 1, 1, [])
@@ -116,7 +116,7 @@ def test_400_is_never_retried(scripted) -> None:
 def test_422_is_never_retried_and_its_detail_is_readable(scripted) -> None:
     detail = [{"loc": ["body", "questions", "q", "criteria"], "msg": "too few options", "type": "value_error"}]
     server = scripted([(422, {}, {"detail": detail})])
-    transport = HttpTransport(server.url)
+    transport = HttpSender(server.url)
     reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(sleep=lambda s: None))
     transport.close()
     assert attempts == 1 and len(server.requests) == 1
@@ -126,7 +126,7 @@ def test_422_is_never_retried_and_its_detail_is_readable(scripted) -> None:
 def test_503_without_retry_after_backs_off_with_jitter_and_gives_up(scripted) -> None:
     server = scripted([(503, {}, {"detail": {"error_type": "unavailable", "message": "loading"}})])
     waits: list[float] = []
-    transport = HttpTransport(server.url)
+    transport = HttpSender(server.url)
     policy = RetryPolicy(max_attempts=4, base_delay_s=0.5, max_delay_s=1.5, sleep=waits.append)
     reply, attempts = send_with_retries(transport, REQUEST, policy)
     transport.close()
@@ -140,7 +140,7 @@ def test_refused_connection_is_retried() -> None:
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    transport = HttpTransport(f"http://127.0.0.1:{port}", timeout_s=2)
+    transport = HttpSender(f"http://127.0.0.1:{port}", timeout_s=2)
     reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(max_attempts=2, sleep=waits.append))
     transport.close()
     assert reply.status == 0 and attempts == 2 and len(waits) == 1
@@ -148,11 +148,12 @@ def test_refused_connection_is_retried() -> None:
 
 
 def test_retry_after_forms() -> None:
-    assert parse_retry_after("3") == 3.0
-    assert parse_retry_after(" 0 ") == 0.0
-    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412480.0 - 5) == pytest.approx(5.0)
-    assert parse_retry_after("soon") is None
-    assert parse_retry_after(None) is None
+    """The client package's parser, the one the CLI's senders read Retry-After with."""
+    assert retry_after_seconds("3") == 3.0
+    assert retry_after_seconds(" 0 ") == 0.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412480.0 - 5) == pytest.approx(5.0)
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds(None) is None
     policy = RetryPolicy(max_delay_s=10)
     wait = policy.delay(1, Reply(429, b"", 0.0, retry_after_s=2.0))
     assert 2.0 <= wait <= 2.5  # at least what the server asked, plus at most a quarter as jitter
@@ -223,7 +224,7 @@ def test_sagemaker_invoke_endpoint_parameters_with_stubber() -> None:
                 "Body": payload,
             },
         )
-        reply = RealTimeEndpointTransport("decisions-dev", client=client).send(REQUEST)
+        reply = RealTimeEndpointSender("decisions-dev", client=client).send(REQUEST)
         stub.assert_no_pending_responses()
     assert reply.ok and reply.json() == ANSWER
 
@@ -248,7 +249,7 @@ def test_sagemaker_model_error_429_is_retried_and_validation_error_is_not() -> N
             service_message="Endpoint nope of account 123 not found.",
         )
         waits: list[float] = []
-        transport = RealTimeEndpointTransport("decisions-dev", client=client)
+        transport = RealTimeEndpointSender("decisions-dev", client=client)
         reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(sleep=waits.append))
         assert reply.ok and attempts == 2 and len(waits) == 1
         reply, attempts = send_with_retries(transport, REQUEST, RetryPolicy(sleep=waits.append))
@@ -267,7 +268,7 @@ def test_sagemaker_request_is_signed_for_the_runtime_service() -> None:
         return AWSResponse(request.url, 200, {"Content-Type": "application/json"}, _Raw(json.dumps(ANSWER).encode()))
 
     client.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", answer)
-    reply = RealTimeEndpointTransport("decisions-dev", client=client).send(REQUEST)
+    reply = RealTimeEndpointSender("decisions-dev", client=client).send(REQUEST)
     assert reply.ok and reply.json() == ANSWER
     assert seen["url"] == "https://runtime.sagemaker.eu-west-1.amazonaws.com/endpoints/decisions-dev/invocations"
     auth = seen["headers"]["Authorization"]
@@ -311,7 +312,7 @@ def test_sagemaker_transport_reads_the_wait_from_the_model_error_and_a_timeout_i
             service_message="Your invocation timed out while waiting for a response from container primary.",
             modeled_fields={"OriginalStatusCode": 0},
         )
-        transport = RealTimeEndpointTransport("decisions-dev", client=client, target_variant="canary")
+        transport = RealTimeEndpointSender("decisions-dev", client=client, target_variant="canary")
         refused, timed_out = transport.send(REQUEST), transport.send(REQUEST)
         stub.assert_no_pending_responses()
     assert (refused.status, refused.retry_after_s) == (429, 4.0)
@@ -350,8 +351,8 @@ def no_aws_credentials(monkeypatch, tmp_path):
 def test_decide_without_aws_credentials_stops_at_the_first_call(no_aws_credentials, monkeypatch, capsys) -> None:
     """A real botocore client finds no credentials: one call, no retry, one line saying so (not "no answer")."""
     sends = []
-    send = RealTimeEndpointTransport.send
-    monkeypatch.setattr(RealTimeEndpointTransport, "send", lambda self, body: sends.append(body) or send(self, body))
+    send = RealTimeEndpointSender.send
+    monkeypatch.setattr(RealTimeEndpointSender, "send", lambda self, body: sends.append(body) or send(self, body))
     args = ["decide", "--sagemaker-endpoint", "decision-dev-cpu", "--region", "us-west-2", str(no_aws_credentials)]
     assert cli.main(args) == 1
     err = capsys.readouterr().err
@@ -367,7 +368,7 @@ def test_a_credentials_error_is_raised_not_retried(no_aws_credentials) -> None:
     from botocore.exceptions import NoCredentialsError
 
     waits: list[float] = []
-    transport = RealTimeEndpointTransport("decision-dev-cpu", region="us-west-2")
+    transport = RealTimeEndpointSender("decision-dev-cpu", region="us-west-2")
     with pytest.raises(NoCredentialsError) as raised:
         send_with_retries(transport, REQUEST, RetryPolicy(sleep=waits.append))
     transport.close()

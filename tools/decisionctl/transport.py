@@ -1,21 +1,23 @@
 """Getting one decision body to an endpoint and its reply back: a local URL or a SageMaker endpoint.
 
-A transport sends once and reports what came back (status, body, Retry-After, latency); whether to
-try again is `send_with_retries`'s job, so `bench` can send without retrying and see every 429.
+A sender sends once and reports what came back (status, body, Retry-After, latency), read as the client package's
+`Answer` (its Retry-After parser is the one both use); whether to try again is `send_with_retries`'s job, so `bench`
+can send without retrying and see every 429.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
-import math
 import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
+
+if TYPE_CHECKING:
+    from decision_endpoints_client import Answer
 
 DEFAULT_ROUTE = "/v1/systemone"
 DEFAULT_TIMEOUT_S = 70.0  # SageMaker gives /invocations 60 s; a little more so its own error arrives first
@@ -27,7 +29,7 @@ TRANSPORT_ERROR = 0  # the status recorded when no HTTP answer came back (refuse
 class Reply:
     """What one attempt got back. `status` is TRANSPORT_ERROR when no HTTP answer arrived. `sends`: the calls it
     took (more than one where a scaled-to-zero endpoint was waited for); `no_capacity`: the endpoint still had no
-    copy when the transport's wait for one ended, which no retry can mend."""
+    copy when the sender's wait for one ended, which no retry can mend."""
 
     status: int
     body: bytes
@@ -43,8 +45,20 @@ class Reply:
 
     @property
     def retryable(self) -> bool:
-        # a spent wait for capacity is not tried again: its budget was the transport's to spend
+        # a spent wait for capacity is not tried again: its budget was the sender's to spend
         return not self.no_capacity and (self.status == TRANSPORT_ERROR or self.status in RETRYABLE_STATUSES)
+
+    @classmethod
+    def of(cls, answer: Answer, latency_s: float, *, no_capacity: bool = False) -> Reply:
+        """The reply an answer of the client package's stands for: its status, body, Retry-After and sends."""
+        return cls(
+            answer.status,
+            answer.body,
+            latency_s,
+            retry_after_s=answer.retry_after_s,
+            sends=answer.sends,
+            no_capacity=no_capacity,
+        )
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -69,7 +83,9 @@ class Reply:
         return f"HTTP {self.status}: {self.body[:200].decode('utf-8', 'replace')}"
 
 
-class Transport(Protocol):
+class Sender(Protocol):
+    """Sends one decision body and reports what came back (HttpSender, RealTimeEndpointSender)."""
+
     label: str
 
     def send(self, body: Mapping[str, Any]) -> Reply: ...
@@ -77,23 +93,17 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    return max(0.0, seconds) if math.isfinite(seconds) else None
+def http_reply(response: httpx.Response, latency_s: float) -> Reply:
+    """The reply an HTTP response stands for, its Retry-After read as the client package reads it."""
+    from decision_endpoints_client import Answer
+    from decision_endpoints_client.invocation import RETRY_AFTER
+
+    retry_after = response.headers.get("Retry-After")
+    headers = {RETRY_AFTER: retry_after} if retry_after is not None else {}
+    return Reply.of(Answer(response.status_code, response.content, headers), latency_s)
 
 
-class HttpTransport:
+class HttpSender:
     """POST to a running adapter (or any System One server) over HTTP."""
 
     def __init__(
@@ -120,18 +130,13 @@ class HttpTransport:
             response = self._client.post(self.url, content=payload)
         except httpx.HTTPError as exc:
             return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
-        return Reply(
-            response.status_code,
-            response.content,
-            time.perf_counter() - start,
-            retry_after_s=parse_retry_after(response.headers.get("Retry-After")),
-        )
+        return http_reply(response, time.perf_counter() - start)
 
     def close(self) -> None:
         self._client.close()
 
 
-class RealTimeEndpointTransport:
+class RealTimeEndpointSender:
     """invoke_endpoint on a SageMaker real-time endpoint; the container's /invocations takes the decision body.
 
     The call and the unwrapping of SageMaker's errors (a ModelError's own status, body and Retry-After, throttling
@@ -186,14 +191,7 @@ class RealTimeEndpointTransport:
             if aws_setup_failure(exc) is not None:
                 raise
             return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
-        return Reply(
-            answer.status,
-            answer.body,
-            time.perf_counter() - start,
-            retry_after_s=parse_retry_after(answer.headers.get("retry-after")),
-            sends=answer.sends,
-            no_capacity=is_no_capacity(answer),
-        )
+        return Reply.of(answer, time.perf_counter() - start, no_capacity=is_no_capacity(answer))
 
     def close(self) -> None:
         self._endpoint.close()
@@ -245,7 +243,7 @@ class RetryPolicy:
 
 
 def send_with_retries(
-    transport: Transport,
+    sender: Sender,
     body: Mapping[str, Any],
     policy: RetryPolicy | None = None,
     on_retry: Callable[[int, Reply, float], None] | None = None,
@@ -256,7 +254,7 @@ def send_with_retries(
     attempt = sends = 0
     while True:
         attempt += 1
-        reply = transport.send(body)
+        reply = sender.send(body)
         sends += reply.sends
         if reply.ok or not reply.retryable or attempt >= policy.max_attempts:
             return reply, sends

@@ -26,7 +26,7 @@ from decisionctl.bulk import aws_calls
 from decisionctl.bulk.records import InputRecord, PartAnswers, chunks, error_line, read_records, scan, serialized
 from decisionctl.bulk.run_state import PARTIAL, BatchRunError, RunState, estimate, finish, open_state
 from decisionctl.load.prices import BUILTIN, PriceTable, load_prices
-from decisionctl.transport import TRANSPORT_ERROR, RealTimeEndpointTransport, Reply, RetryPolicy, parse_retry_after
+from decisionctl.transport import TRANSPORT_ERROR, RealTimeEndpointSender, Reply, RetryPolicy, http_reply
 
 JSON_LINES = aws_calls.JSON_LINES
 BATCH_FAILED = "batch_failed"  # a whole mini-batch got no answer from the adapter (after retries)
@@ -270,8 +270,7 @@ class JsonLinesClient:
             response = self._client.post(self.url, content=body)
         except httpx.HTTPError as exc:
             return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
-        retry_after = parse_retry_after(response.headers.get("Retry-After"))
-        return Reply(response.status_code, response.content, time.perf_counter() - start, retry_after_s=retry_after)
+        return http_reply(response, time.perf_counter() - start)
 
     def close(self) -> None:
         self._client.close()
@@ -279,17 +278,17 @@ class JsonLinesClient:
 
 class RealTimeJsonLinesClient:
     """The same mini-batches through InvokeEndpoint on a real-time endpoint (the adapter's /invocations takes JSON
-    Lines there too): its inference component named, and waited for while it scales from zero (the transport's)."""
+    Lines there too): its inference component named, and waited for while it scales from zero (the sender's)."""
 
-    def __init__(self, transport: RealTimeEndpointTransport) -> None:
-        self._transport = transport
-        self.label = transport.label
+    def __init__(self, sender: RealTimeEndpointSender) -> None:
+        self._sender = sender
+        self.label = sender.label
 
     def send(self, body: bytes) -> Reply:
-        return self._transport.send_bytes(body, JSON_LINES)
+        return self._sender.send_bytes(body, JSON_LINES)
 
     def close(self) -> None:
-        self._transport.close()
+        self._sender.close()
 
 
 MiniBatchClient = JsonLinesClient | RealTimeJsonLinesClient

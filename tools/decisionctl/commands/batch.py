@@ -21,7 +21,7 @@ from decisionctl.commands.options import (
     say,
 )
 from decisionctl.load.prices import BUILTIN, load_prices
-from decisionctl.transport import RealTimeEndpointTransport
+from decisionctl.transport import RealTimeEndpointSender
 
 NAME = "batch"
 HELP = "run a JSONL file of decisions through Batch Transform, an async endpoint or a local adapter"
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             client = jobs.JsonLinesClient(args.url, api_key=args.api_key)
             summary = jobs.run_url(cases, out, url=args.url, options=options, client=client, policy=retry_policy(args))
         elif mode == "realtime":
-            endpoint = RealTimeEndpointTransport(
+            endpoint = RealTimeEndpointSender(
                 args.sagemaker_endpoint,
                 region=args.region,
                 timeout_s=jobs.REALTIME_TIMEOUT_S,

@@ -20,7 +20,7 @@ from decisionctl.commands.options import (
 from decisionctl.load import runs, workloads
 from decisionctl.load.closed_loop import MAX_DECISIONS_PER_LEVEL, MAX_LEVEL_S, check_bounds, require_loopback
 from decisionctl.load.prices import BUILTIN, load_prices
-from decisionctl.transport import Transport
+from decisionctl.transport import Sender
 
 NAME = "bench"
 HELP = "load-test one or two endpoints at several concurrency levels"
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         for where, price, component in zip(plan, hourly, components[: len(plan)], strict=True)
     ]
 
-    def connect(target: runs.Target) -> Transport:
+    def connect(target: runs.Target) -> Sender:
         # a components endpoint at zero is waited for in the warm-up request, before any level is measured
         return transport(
             args,

@@ -21,7 +21,7 @@ from typing import Any
 from decision_adapter.contract import DEFAULT_MODEL_ALIAS, SINGLE_LABEL_MAX
 from decision_adapter.manifest import SlotPrior, sha256_file
 
-from decisionctl.transport import RetryPolicy, Transport, send_with_retries
+from decisionctl.transport import RetryPolicy, Sender, send_with_retries
 
 Progress = Callable[[str], None]
 
@@ -106,7 +106,7 @@ def choice_items(path: Path) -> Iterator[ChoiceItem]:
                     yield ChoiceItem(line_no, str(qid), record["state"], question)
 
 
-def fit_prior(transport: Transport, items: list[ChoiceItem], retry: RetryPolicy, progress: Progress) -> PriorFit:
+def fit_prior(transport: Sender, items: list[ChoiceItem], retry: RetryPolicy, progress: Progress) -> PriorFit:
     """Read every rotation of every item and average the given order's slot distribution (module doc)."""
     fit = PriorFit()
     total = sum(len(item.options) for item in items)
@@ -125,9 +125,7 @@ def fit_prior(transport: Transport, items: list[ChoiceItem], retry: RetryPolicy,
     return fit
 
 
-def _given_slots(
-    transport: Transport, item: ChoiceItem, r: int, retry: RetryPolicy
-) -> tuple[list[float], dict[str, Any]]:
+def _given_slots(transport: Sender, item: ChoiceItem, r: int, retry: RetryPolicy) -> tuple[list[float], dict[str, Any]]:
     reply, _ = send_with_retries(transport, item.rotated(r), retry)
     where = f"line {item.line}, question {item.qid!r}, rotation {r}"
     if not reply.ok:

@@ -1,6 +1,6 @@
 """Closed-loop load at one concurrency level: each client sends its next decision when the last one ended.
 
-A decision is sent with the transport's retry policy (`send_with_retries`), so a level reports what an
+A decision is sent with the sender's retry policy (`send_with_retries`), so a level reports what an
 application sees: decisions accepted and how long they took from the first send, how many sends each
 cost, how many were never accepted within the client's attempts (lost), and the 429s among all sends.
 A level is bounded twice: by a count of decisions and by a time after which no new decision starts.
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from decisionctl.load.workloads import Planned, Workload
-from decisionctl.transport import Reply, RetryPolicy, Transport, send_with_retries
+from decisionctl.transport import Reply, RetryPolicy, Sender, send_with_retries
 
 PAUSE_CAP_S = 1.0  # a client whose decision was turned away waits Retry-After, at most this, before the next
 MAX_ERROR_EXAMPLES = 5
@@ -145,7 +145,7 @@ class Schedule:
 
 
 def _client(
-    transport: Transport,
+    sender: Sender,
     schedule: Schedule,
     policy: RetryPolicy,
     *,
@@ -154,14 +154,14 @@ def _client(
     failures: list[Exception],
 ) -> None:
     try:
-        _send_in_turn(transport, schedule, policy, outcomes=outcomes, lock=lock)
+        _send_in_turn(sender, schedule, policy, outcomes=outcomes, lock=lock)
     except Exception as exc:  # raised, not replied (no AWS credentials ...): the same for every request
         failures.append(exc)
         schedule.stop()
 
 
 def _send_in_turn(
-    transport: Transport,
+    sender: Sender,
     schedule: Schedule,
     policy: RetryPolicy,
     *,
@@ -177,7 +177,7 @@ def _send_in_turn(
             rejected += reply.status == 429
 
         start = time.perf_counter()
-        reply, sends = send_with_retries(transport, body, policy, on_retry=count_429)
+        reply, sends = send_with_retries(sender, body, policy, on_retry=count_429)
         latency = time.perf_counter() - start
         rejected += reply.status == 429
         error = "" if reply.ok else reply.describe_error()
@@ -229,7 +229,7 @@ def summarise(concurrency: int, outcomes: Sequence[Outcome], wall_s: float) -> d
 
 
 def run_level(
-    transport: Transport,
+    sender: Sender,
     workload: Workload,
     concurrency: int,
     *,
@@ -249,7 +249,7 @@ def run_level(
         # each client its own jitter, seeded: the same run backs off the same way
         own = dataclasses.replace(policy, rng=random.Random(f"{seed}:{concurrency}:{k}"))  # noqa: S311 (jitter)
         kwargs = {"outcomes": outcomes, "lock": lock, "failures": failures}
-        threads.append(threading.Thread(target=_client, args=(transport, schedule, own), kwargs=kwargs, daemon=True))
+        threads.append(threading.Thread(target=_client, args=(sender, schedule, own), kwargs=kwargs, daemon=True))
     start = time.perf_counter()
     for t in threads:
         t.start()

@@ -19,7 +19,7 @@ from decisionctl.load.closed_loop import (
 )
 from decisionctl.load.prices import PriceTable, cost_per_1000
 from decisionctl.load.workloads import Workload
-from decisionctl.transport import RetryPolicy, Transport
+from decisionctl.transport import RetryPolicy, Sender
 
 BENCH_JSON = "bench.json"
 BENCH_PNG = "bench.png"
@@ -43,7 +43,7 @@ def load_requests(path: Path) -> list[dict[str, Any]]:
 
 
 def run_target(
-    transport: Transport,
+    sender: Sender,
     workload: Workload,
     levels: Sequence[int],
     *,
@@ -56,11 +56,11 @@ def run_target(
 ) -> list[dict[str, Any]]:
     """Warm up (unmeasured, requests of a seed no level uses), then every level in turn."""
     for planned in [p for n in range(warmup) for p in workload.group(-1 - seed, n)][:warmup]:
-        transport.send(planned.body)
+        sender.send(planned.body)
     results = []
     for position, level in enumerate(levels):
         result = run_level(
-            transport, workload, level, count=count, duration_s=duration_s, policy=policy, seed=seed * 1000 + position
+            sender, workload, level, count=count, duration_s=duration_s, policy=policy, seed=seed * 1000 + position
         )
         results.append(result)
         if on_level is not None:
@@ -86,7 +86,7 @@ def bench(
     workloads: Sequence[Workload],
     levels: Sequence[int],
     *,
-    connect: Callable[[Target], Transport],
+    connect: Callable[[Target], Sender],
     count: int,
     duration_s: float,
     policy: RetryPolicy,
@@ -100,14 +100,14 @@ def bench(
     """Each target with each workload at every level (`run_target`): the report bench.json holds."""
     measured: list[dict[str, Any]] = []
     for target in targets:
-        transport = connect(target)
+        sender = connect(target)
         try:
             for workload in workloads:
                 on_start(
                     f"bench {target.label}, {workload.name}: levels {levels}, {count} decisions or {duration_s:g} s"
                 )
                 results = run_target(
-                    transport,
+                    sender,
                     workload,
                     levels,
                     count=count,
@@ -123,7 +123,7 @@ def bench(
                 measured.append(
                     {
                         "label": target.label,
-                        "target": transport.label,
+                        "target": sender.label,
                         "workload": workload.name,
                         "instance_type": target.instance_type,
                         "price_per_hour": price,
@@ -132,7 +132,7 @@ def bench(
                     }
                 )
         finally:
-            transport.close()
+            sender.close()
     how = settings(
         workloads=workloads,
         requests_file=requests_file,
