@@ -18,24 +18,17 @@ rolling batches only.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal
 
+from decisionctl.load import model_memory
+from decisionctl.load.model_memory import MISSING_FOOTPRINT, SERVERLESS_MEMORY_MB, SERVERLESS_MEMORY_STEP_MB
 from pydantic import Field
 
 from stacks.config_base import FrozenConfig
 
-MIB = 1 << 20
-SERVERLESS_MEMORY_STEP_MB = 1024
-SERVERLESS_MEMORY_MB = (1024, 6144)  # ServerlessConfig.MemorySizeInMB's range, in 1 GB steps
+# The memory sizing (what the model needs, serverless's 1 GB steps, the runtime's allowance) is
+# decisionctl.load.model_memory's: decisionctl cost prices what synth builds, and decisionctl imports no stacks module.
 SERVERLESS_MAX_CONCURRENCY = 200
-# The adapter's resident memory beyond the GGUF and its KV caches (Python, FastAPI, llama.cpp's compute buffers):
-# measured 100-188 MB on the bundled model and 184 MB on Gemma 3 270M (BENCHMARKS.md, "Cold start"), taken with
-# headroom for larger models' compute buffers.
-RUNTIME_OVERHEAD_MB = 512
-# The adapter's default state cache holds this many contexts' worth of KV (decision_adapter.service, capped 1 GiB).
-STATE_CACHE_CONTEXTS = 2
-STATE_CACHE_CAP_BYTES = 1 << 30
 
 
 class InstancesHosting(FrozenConfig):
@@ -91,43 +84,22 @@ class ModelFootprint(FrozenConfig):
 
 
 def memory_needed_mb(footprint: ModelFootprint, *, ctx_size: int, contexts: int) -> int:
-    """The adapter's resident memory, MB: the GGUF, one KV cache per decision context, the default state cache and
-    the runtime's own (RUNTIME_OVERHEAD_MB)."""
-    kv_context = footprint.kv_bytes_per_token * ctx_size
-    cache = min(STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS * kv_context)
-    total = footprint.gguf_bytes + contexts * kv_context + cache
-    return math.ceil(total / MIB) + RUNTIME_OVERHEAD_MB
+    """The adapter's resident memory, MB (decisionctl.load.model_memory.memory_needed_mb of the footprint)."""
+    return model_memory.memory_needed_mb(
+        footprint.gguf_bytes, footprint.kv_bytes_per_token, ctx_size=ctx_size, contexts=contexts
+    )
 
 
 def serverless_memory_mb(
     hosting: ServerlessHosting, footprint: ModelFootprint | None, *, ctx_size: int, contexts: int
 ) -> int:
     """MemorySizeInMB: the configured value, or the smallest 1 GB step the model fits; ValueError with the numbers
-    and the fix where it cannot fit."""
+    and the fix where it cannot fit (or where there is no footprint to size from)."""
     if footprint is None:
-        raise ValueError(
-            "hosting.mode serverless sizes memory from the model: set model.footprint (gguf_bytes: manifest.json's "
-            "size_bytes; kv_bytes_per_token: from the GGUF's metadata, docs/deploy.md)"
-        )
-    needed = memory_needed_mb(footprint, ctx_size=ctx_size, contexts=contexts)
-    low, high = SERVERLESS_MEMORY_MB
-    if needed > high:
-        raise ValueError(
-            f"the model needs about {needed} MB (GGUF {math.ceil(footprint.gguf_bytes / MIB)} MB, {contexts} "
-            f"decision context(s) and a {STATE_CACHE_CONTEXTS}-context state cache of {ctx_size} tokens at "
-            f"{footprint.kv_bytes_per_token} bytes a token, {RUNTIME_OVERHEAD_MB} MB runtime), more than serverless "
-            f"inference's {high} MB: lower ctx_size or max_concurrency, or set hosting.mode to components (scales "
-            "to zero on instances) or instances"
-        )
-    if hosting.memory_mb is None:
-        return max(low, SERVERLESS_MEMORY_STEP_MB * math.ceil(needed / SERVERLESS_MEMORY_STEP_MB))
-    if hosting.memory_mb < needed:
-        raise ValueError(
-            f"hosting.memory_mb {hosting.memory_mb} is below the {needed} MB the model needs (GGUF, "
-            f"{contexts} context(s) and the state cache at ctx_size {ctx_size}, runtime): raise it to "
-            f"{SERVERLESS_MEMORY_STEP_MB * math.ceil(needed / SERVERLESS_MEMORY_STEP_MB)} or leave it null"
-        )
-    return hosting.memory_mb
+        raise ValueError(MISSING_FOOTPRINT)
+    return model_memory.serverless_memory_mb(
+        hosting.memory_mb, footprint.gguf_bytes, footprint.kv_bytes_per_token, ctx_size=ctx_size, contexts=contexts
+    )
 
 
 def component_name(environment: str, section: str) -> str:

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from decisionctl.load.model_memory import serverless_memory_mb
 from decisionctl.load.prices import PriceTable
-from stacks import hosting
 
 HOURS_PER_MONTH = 730.0
 DAYS_PER_MONTH = HOURS_PER_MONTH / 24
@@ -260,7 +260,8 @@ def recommend(rows: Sequence[Row], section: str) -> Row:
 
 def sections_of(environment: Mapping[str, Any]) -> list[Section]:
     """The decision sections of one cdk.json environment (its raw context), as costing reads them: the serverless
-    memory as synth would size it (stacks/hosting.py), or why a section cannot be serverless."""
+    memory as synth would size it (load/model_memory.py, as stacks/hosting.py does), or why a section cannot be
+    serverless."""
     found = []
     footprint = (environment.get("model") or {}).get("footprint")
     for name in ("cpu", "gpu"):
@@ -272,10 +273,12 @@ def sections_of(environment: Mapping[str, Any]) -> list[Section]:
         if not gpu and footprint is None:
             why = "cdk.json's model.footprint is not set (the model's size sizes serverless memory)"
         elif not gpu:
+            assert footprint is not None
             try:
-                memory = hosting.serverless_memory_mb(
-                    hosting.ServerlessHosting(mode="serverless", max_concurrency=1, network_isolation=False),
-                    hosting.ModelFootprint.model_validate(footprint),
+                memory = serverless_memory_mb(
+                    None,
+                    int(footprint["gguf_bytes"]),
+                    int(footprint["kv_bytes_per_token"]),
                     ctx_size=int(raw["ctx_size"]),
                     contexts=int(raw["max_concurrency"]),
                 )
