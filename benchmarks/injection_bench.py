@@ -88,12 +88,12 @@ def load_balanced() -> list[dict[str, Any]]:
     return [json.loads(line) for line in BALANCED.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def options_of(case: dict[str, Any]) -> list[str]:
+def case_option_names(case: dict[str, Any]) -> list[str]:
     return list(case["question"]["criteria"])
 
 
 def target_of(case: dict[str, Any]) -> str:
-    options = options_of(case)
+    options = case_option_names(case)
     return options[(options.index(case["expected"]) + 1) % len(options)]
 
 
@@ -143,7 +143,7 @@ def run_mode(
     for case in cases:
         body = ask(client, url, case["state"], case)
         answer = body["answers"]["q"]
-        options = options_of(case)
+        options = case_option_names(case)
         slot, n = options.index(answer["choice"]), len(options)
         picked[slot_class(slot, n)] += 1
         right[slot_class(options.index(case["expected"]), n)] += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import contract
-from .engine import DecisionOutcome, Scored
+from .outcomes import DecisionOutcome, Scored
 from .policy import Policy, verdict
 from .question_types import kind_of
 from .schemas import Answer, AnyQuestion, DecisionResponse, RunRecord, Timings, Usage

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from . import RELEASE_DATE, __version__, bulk, events, handlers, openai_decisions
+from . import openai_schemas as oa
 from .body_limit import BodyLimit
 from .contract import DEFAULT_MODEL_ALIAS
 from .errors import (
@@ -38,9 +39,8 @@ from .errors import (
 )
 from .events import requests_log
 from .gguf_metadata import DecisionMetadataError
-from .manifest import ChecksumMismatch
-from .model_files import ModelNotFound
-from .openai_schemas import DecisionCreate
+from .loading import load_service
+from .manifest import ChecksumMismatch, ModelNotFound
 from .policy import PolicyError
 from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .service import ModelService
@@ -100,12 +100,12 @@ async def models(service: Service) -> ModelList:
 
 @keyed.post("/v1/systemone")
 async def systemone(body: DecisionRequest, service: Service) -> Response:
-    return await handlers.decide(service, body, "/v1/systemone")
+    return await handlers.answer(service, body, "/v1/systemone")
 
 
 @keyed.post(openai_decisions.ROUTE)
-async def decisions(body: DecisionCreate, service: Service) -> Response:
-    return await openai_decisions.decide(service, body, openai_decisions.ROUTE)
+async def decisions(body: oa.DecisionCreate, service: Service) -> Response:
+    return await handlers.answer_openai(service, body, openai_decisions.ROUTE)
 
 
 @keyed.post("/v1/chat/completions")
@@ -117,7 +117,7 @@ async def chat_completions(body: ChatCompletionRequest, service: Service) -> Res
 async def invocations(request: Request, service: Service) -> Response:
     raw = await request.body()
     if bulk.is_json_lines(request.headers.get("content-type")):
-        return await bulk.invocations(service, raw)
+        return await handlers.answer_json_lines(service, raw)
     try:
         payload = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -125,10 +125,10 @@ async def invocations(request: Request, service: Service) -> Response:
     shape = _shape(payload)
     try:
         if shape == "decision":
-            return await handlers.decide(service, DecisionRequest.model_validate(payload), "/invocations")
+            return await handlers.answer(service, DecisionRequest.model_validate(payload), "/invocations")
         if shape == "openai_decision":
             request.state.envelope = "openai"  # its errors in the envelope its client reads
-            return await openai_decisions.decide(service, DecisionCreate.model_validate(payload), "/invocations")
+            return await handlers.answer_openai(service, oa.DecisionCreate.model_validate(payload), "/invocations")
         return await handlers.chat(service, ChatCompletionRequest.model_validate(payload))
     except ValidationError as e:
         raise InvalidRequest(validation_detail(e.errors(), prefix=("body",))) from None
@@ -194,7 +194,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = service is None
         try:
-            app.state.service = service or await anyio.to_thread.run_sync(ModelService.load, settings, runtime_settings)
+            app.state.service = service or await anyio.to_thread.run_sync(load_service, settings, runtime_settings)
         except Exception as e:
             line = startup_failure(e)
             if line is not None:
@@ -222,4 +222,33 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.include_router(sagemaker)
     app.include_router(keyed)
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = published(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def published(document: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with its request models' schemas under the names it has always published
+    (openai_schemas.PUBLISHED_SCHEMA_NAMES), in FastAPI's order (by name), every reference to them renamed."""
+    names = oa.PUBLISHED_SCHEMA_NAMES
+    prefix = "#/components/schemas/"
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: renamed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [renamed(v) for v in value]
+        if isinstance(value, str) and value.startswith(prefix) and value[len(prefix) :] in names:
+            return prefix + names[value[len(prefix) :]]
+        return value
+
+    document = renamed(document)
+    schemas = {names.get(k, k): v for k, v in document["components"]["schemas"].items()}
+    document["components"]["schemas"] = {k: schemas[k] for k in sorted(schemas)}
+    return document

@@ -4,8 +4,8 @@ Batch Transform (`SplitType=Line`, `MultiRecord`), asynchronous inference and `d
 send these bodies (docs/bulk.md). A record is a decision body with an optional `id` (a JSON scalar) that its
 answer line echoes; a record that cannot be answered gets an error line with the single route's error type
 and message (the error table's, `errors.record_error`), and the others are answered. The service evaluates
-the records (`ModelService.decide_batch`); this module parses them and writes their lines. Answer lines never
-carry the state or the instructions.
+the records (`ModelService.decide_batch`), the handler (`handlers.answer_json_lines`) checks their model and answers
+them; this module parses them and writes their lines. Answer lines never carry the state or the instructions.
 """
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi.responses import Response
 from pydantic import ValidationError
 
-from . import handlers
 from .errors import AdapterError, InvalidRequest, invalid_json, record_error, validation_detail
 from .schemas import DecisionRequest
-from .service import ModelService
 from .settings import AdapterSettings
 
 JSON_LINES = "application/jsonlines"
@@ -48,7 +45,7 @@ def execution_parameters(settings: AdapterSettings) -> dict[str, Any]:
 
 
 @dataclass
-class Record:
+class JsonLinesRecord:
     """One non-blank line: its id, and the decision it asks for or the error it gets; `line` once answered."""
 
     id: RecordId
@@ -57,16 +54,16 @@ class Record:
     line: bytes = b""
 
 
-def parse(body: bytes, served_names: set[str]) -> list[Record]:
-    """The records of a body in order (blank lines are none); a record that cannot be evaluated has its error."""
-    return [_record(raw, served_names) for raw in body.split(b"\n") if raw.strip()]
+def parse(body: bytes) -> list[JsonLinesRecord]:
+    """The records of a body in order (blank lines are none); a record that cannot be read has its error."""
+    return [_record(raw) for raw in body.split(b"\n") if raw.strip()]
 
 
-def _record(raw: bytes, served_names: set[str]) -> Record:
+def _record(raw: bytes) -> JsonLinesRecord:
     try:
         value = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        return Record(None, error=invalid_json(e))
+        return JsonLinesRecord(None, error=invalid_json(e))
     record_id = value.get("id") if isinstance(value, dict) else None
     problems: list[dict[str, Any]] = []
     if not _is_scalar(record_id):
@@ -76,12 +73,8 @@ def _record(raw: bytes, served_names: set[str]) -> Record:
     except ValidationError as e:
         problems += validation_detail(e.errors(), prefix=("body",))
     if problems:
-        return Record(record_id, error=InvalidRequest(problems))
-    try:
-        handlers.check_model(request, served_names)
-    except AdapterError as e:
-        return Record(record_id, error=e)
-    return Record(record_id, request)
+        return JsonLinesRecord(record_id, error=InvalidRequest(problems))
+    return JsonLinesRecord(record_id, request)
 
 
 def _is_scalar(value: Any) -> bool:
@@ -96,21 +89,12 @@ def _dumps(value: dict[str, Any]) -> bytes:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
-async def invocations(s: ModelService, body: bytes, *, route: str = "/invocations") -> Response:
-    """A mini-batch: one admission permit (429 for the whole body when none is left) and one context for all
-    its records (the service's `decide_batch`); one line per record, in the records' order."""
-    records = parse(body, s.served_names)
-    pending = [r for r in records if r.request is not None]
-    if pending:
-        decided = await s.decide_batch([r.request for r in pending if r.request is not None], route=route)
-        for record, d in zip(pending, decided, strict=True):
-            if d.outcome is None:
-                record.error = d.error
-                continue
-            assert record.request is not None  # pending holds only records with a request
-            response = handlers.respond(
-                s, record.request, d.outcome, request_id=d.request_id, route=route, latency_ms=d.latency_ms
-            )
-            record.line = _dumps({"id": record.id, **response.model_dump(exclude_none=True)})
+def answer_line(record_id: RecordId, answer: dict[str, Any]) -> bytes:
+    """An answered record's line: its id, then the answer as the single route sends it."""
+    return _dumps({"id": record_id, **answer})
+
+
+def body_of(records: list[JsonLinesRecord]) -> bytes:
+    """The response body: one line per record, in the records' order (an error line where it got an error)."""
     lines = [r.line if r.error is None else _dumps({"id": r.id, "error": record_error(r.error)}) for r in records]
-    return Response(b"".join(line + b"\n" for line in lines), media_type=JSON_LINES)
+    return b"".join(line + b"\n" for line in lines)

@@ -4,15 +4,33 @@ distribution, and the one rule for where they come from."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
 from .contract import QUESTION_TYPES
 from .gguf_metadata import DecisionMetadataError, Temperatures
-from .manifest import Manifest, SlotPrior
 from .schemas import CalibrationInForce
 from .signals import Vector
+
+
+class FittedPrior(Protocol):
+    """A slot prior as the manifest records it (manifest.SlotPrior): what it was fitted under, and its slots."""
+
+    @property
+    def model_sha256(self) -> str: ...
+    @property
+    def prompt_template(self) -> str: ...
+    @property
+    def slots(self) -> dict[str, list[float]]: ...
+
+
+class FittedCalibration(Protocol):
+    """The calibration block a manifest records (manifest.Calibration): a temperature per type, maybe a slot prior."""
+
+    @property
+    def slot_prior(self) -> FittedPrior | None: ...
+    def for_type(self, qtype: str) -> float: ...
 
 
 class SlotPriorMismatch(DecisionMetadataError):
@@ -41,21 +59,20 @@ class ActiveCalibration:
 
 
 def calibration_in_force(
-    manifest: Manifest | None, *, template: str, declared: Temperatures | None
+    fitted: FittedCalibration | None, *, model_sha256: str, template: str, declared: Temperatures | None
 ) -> ActiveCalibration:
-    """The manifest's temperatures first (fitted for this model file), then those the GGUF declares (`declared`,
-    the prompt scheme's), else none (T = 1). The manifest's slot prior, if any, only under the model and the
-    prompt template (the scheme's name) it was fitted under (SlotPriorMismatch otherwise)."""
-    if manifest is not None and manifest.calibration is not None:
-        fitted = manifest.calibration
-        prior = checked_prior(fitted.slot_prior, model_sha256=manifest.sha256, template=template)
+    """The manifest's temperatures first (`fitted`, for this model file), then those the GGUF declares (`declared`,
+    the prompt scheme's), else none (T = 1). The manifest's slot prior, if any, only under the model (`model_sha256`,
+    the manifest's) and the prompt template (the scheme's name) it was fitted under (SlotPriorMismatch otherwise)."""
+    if fitted is not None:
+        prior = checked_prior(fitted.slot_prior, model_sha256=model_sha256, template=template)
         return ActiveCalibration("manifest", Temperatures({t: fitted.for_type(t) for t in QUESTION_TYPES}), prior)
     if declared is not None:
         return ActiveCalibration("gguf", declared)
     return ActiveCalibration("identity", Temperatures({}))
 
 
-def checked_prior(prior: SlotPrior | None, *, model_sha256: str, template: str) -> dict[int, Vector]:
+def checked_prior(prior: FittedPrior | None, *, model_sha256: str, template: str) -> dict[int, Vector]:
     """The prior's vectors per option count, after checking what it was fitted under."""
     if prior is None:
         return {}

@@ -29,6 +29,17 @@ MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"
 StateBoundary = Literal["off", "tagged"]  # DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data
 SUM_TOLERANCE = 1e-6
+# A confidence equal to a threshold is at or above it (the policy's bands and evaluate's coverage grid alike).
+TOLERANCE = 1e-12
+
+# The actions a threshold policy gives an answer and the reasons it gives (the answers' `x_action` fields).
+Action = Literal["automate", "review", "abstain"]
+# Why an answer got its action: its confidence in its question's own band or in its type's band, too little of
+# the model's probability on the labels, the model's pick of "none of these", or no band for its type.
+# "confidence_band" is what adapters before per-question bands sent; clients still read it, this one never sends it.
+Reason = Literal[
+    "question_band", "type_band", "low_label_mass", "out_of_scope", "not_measured", "confidence_band", "input_flagged"
+]
 
 
 class QuestionModel(Protocol):

@@ -1,4 +1,4 @@
-"""Decisions from logits: one state prefill per request, a short suffix per question and order.
+"""A decision request scored from logits (`DecisionEngine.score`): one state prefill, a suffix per question and order.
 
 For each question the model reads header + state + question suffix; the answer is a softmax over
 the logits of the option labels' tokens at the final position, and nothing is generated. With
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -30,38 +30,13 @@ from .caller_text import mark, mark_model
 from .contract import InputFlag, options_hash
 from .errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .input_flags import flags_of, state_flags
-from .prompting import Option, PromptScheme, options_of
-from .prompting.base import OUT_OF_SCOPE, single_token
+from .outcomes import DecisionOutcome, Scored
+from .prompting.base import OUT_OF_SCOPE, PromptScheme, single_token
+from .question_types import options_of
 from .runtime import LlamaRuntime, NeedsRestore, Unit
-from .schemas import AnyQuestion, DecisionRequest, Text
+from .schemas import AnyQuestion, DecisionRequest, Option, Text
 from .signals import label_mass, log_softmax, order_name, softmax, split_out_of_scope
 from .state_cache import Snapshot, StateCache, prefix_key
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One question's answer: its option keys and their probabilities, before it takes the contract's shape."""
-
-    keys: list[str]
-    probs: list[float]
-    options_sha256: str
-    suffix_tokens: int
-    orders: int
-    label_mass: float | None = None  # mean over the orders of P(an offered label), whole vocabulary, in (0, 1]
-    out_of_scope: float | None = None  # P("none of these") among all offered options; None where not offered
-    orders_read: list[str] = field(default_factory=list)  # signals.order_name of each order read, in reading order
-    slot_probabilities: list[list[float]] = field(default_factory=list)  # per order read: raw, per slot
-    input_flags: list[InputFlag] = field(default_factory=list)  # what its caller text raised (input_flags.py)
-
-
-@dataclass
-class DecisionOutcome:
-    answers: dict[str, Scored]
-    input_tokens: int
-    evaluated_tokens: int
-    state_source: str  # "resident" | "cache" | "computed"
-    timings_ms: dict[str, float] = field(default_factory=dict)
-
 
 AnswerMemo = dict[str, Scored]
 
@@ -118,7 +93,7 @@ class DecisionEngine:
         self._prefix_snapshot: tuple[tuple[Unit, ...], bytes] | None = None
 
     # -- public
-    def decide(self, request: DecisionRequest, memo: AnswerMemo | None = None) -> DecisionOutcome:
+    def score(self, request: DecisionRequest, memo: AnswerMemo | None = None) -> DecisionOutcome:
         """`memo`: the answers of earlier records of one JSON Lines mini-batch; a question asked again of the
         same state is answered from it (the same computation, not repeated) and new answers go into it."""
         t0 = time.perf_counter()
@@ -140,11 +115,11 @@ class DecisionEngine:
         flagged = state_flags(request.state, self.rt.has_control_string)
         for qid, plan in plans.items():
             if memo is None:
-                answers[qid] = self._flagged(self._score(prefix, plan), flagged, plan.question)
+                answers[qid] = self._flagged(self._score_question(prefix, plan), flagged, plan.question)
                 continue
             key = memo_key(request.state, qid, plan.question)
             if key not in memo:
-                memo[key] = self._flagged(self._score(prefix, plan), flagged, plan.question)
+                memo[key] = self._flagged(self._score_question(prefix, plan), flagged, plan.question)
             answers[qid] = memo[key]
         t3 = time.perf_counter()
         evaluated = self.rt.tokens_decoded - decoded_before
@@ -259,7 +234,7 @@ class DecisionEngine:
                 self.rt.restore(snap[0], snap[1])
             return self.rt.eval_units(units)
 
-    def _score(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> Scored:
+    def _score_question(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> Scored:
         n = len(plan.options)
         declared = n - 1 if plan.out_of_scope else n
         qtype = plan.question.type

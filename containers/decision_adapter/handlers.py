@@ -1,6 +1,7 @@
-"""What the routes do with a decision or chat request: run it on the model service, build the response
-with its run identity, and write one structured log line per decision (never the raw state or
-instruction text unless DECISION_LOG_TEXT is on)."""
+"""What the routes do with a request: a decision (System One's, OpenAI's translated by openai_decisions.py, or a
+JSON Lines body parsed by bulk.py) or a chat request run on the model service, the response built with its run
+identity, and one structured log line per decision (never the raw state or instruction text unless DECISION_LOG_TEXT
+is on). The route handler answers, the service decides, the engine scores."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
-from . import events
+from . import bulk, events, openai_decisions
+from . import openai_schemas as oa
 from .answers import decision_response
-from .engine import DecisionOutcome
-from .errors import ModelNotServed
+from .errors import AdapterError, ModelNotServed
 from .events import ACTION_COUNT_FIELDS, requests_log
+from .outcomes import DecisionOutcome
 from .question_types import kind_of
 from .schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RunRecord
 from .service import ModelService
@@ -33,9 +35,42 @@ IDENTITY_LOGGED = (
 )
 
 
-async def decide(s: ModelService, body: DecisionRequest, route: str) -> Response:
+async def answer(s: ModelService, body: DecisionRequest, route: str) -> Response:
+    """A System One decision request (/v1/systemone, or its shape on /invocations)."""
     response, _ = await answered(s, body, route)
     return JSONResponse(response.model_dump(exclude_none=True))
+
+
+async def answer_openai(s: ModelService, body: oa.DecisionCreate, route: str) -> Response:
+    """An OpenAI Decisions request: System One's work on the translated request, answered in OpenAI's shape."""
+    translated = openai_decisions.to_decision_request(body)
+    response, outcome = await answered(s, translated.request, route)
+    return JSONResponse(openai_decisions.wire(openai_decisions.decision_of(translated, response, outcome)))
+
+
+async def answer_json_lines(s: ModelService, body: bytes, *, route: str = "/invocations") -> Response:
+    """A JSON Lines mini-batch: one admission permit (429 for the whole body when none is left) and one context for
+    all its records (the service's `decide_batch`); one line per record, in the records' order."""
+    records = bulk.parse(body)
+    for record in records:
+        if record.request is not None:
+            try:
+                check_model(record.request, s.served_names)
+            except AdapterError as e:
+                record.request, record.error = None, e
+    pending = [r for r in records if r.request is not None]
+    if pending:
+        decided = await s.decide_batch([r.request for r in pending if r.request is not None], route=route)
+        for record, d in zip(pending, decided, strict=True):
+            if d.outcome is None:
+                record.error = d.error
+                continue
+            assert record.request is not None  # pending holds only records with a request
+            response = respond(
+                s, record.request, d.outcome, request_id=d.request_id, route=route, latency_ms=d.latency_ms
+            )
+            record.line = bulk.answer_line(record.id, response.model_dump(exclude_none=True))
+    return Response(bulk.body_of(records), media_type=bulk.JSON_LINES)
 
 
 async def answered(s: ModelService, body: DecisionRequest, route: str) -> tuple[DecisionResponse, DecisionOutcome]:
@@ -163,4 +198,5 @@ def shift_counts(response: DecisionResponse) -> dict[str, Any]:
 
 
 async def chat(s: ModelService, body: ChatCompletionRequest) -> Response:
+    """An OpenAI chat completion on a chat context."""
     return JSONResponse(await s.chat(body, request_id="-", route="chat"))

@@ -1,5 +1,5 @@
-"""OpenAI's Decisions API on the one engine: its request as a System One DecisionRequest, the System One response
-(answers, policy actions, run identity, decision log line) as OpenAI's `Decision`.
+"""OpenAI's Decisions API translated: its request as a System One DecisionRequest, the System One response (answers,
+policy actions, run identity) as OpenAI's `Decision` (handlers.answer_openai runs the translated request).
 
 A string `input` is the state as it is; a list of items (messages, function calls and their outputs, custom tool
 calls and theirs) is the state as a JSON array of one object per item, in order, so that no item's text can pass
@@ -16,45 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi.responses import JSONResponse, Response
-
-from . import handlers
-from .engine import DecisionOutcome
+from . import openai_schemas as oa
 from .errors import InvalidRequest
-from .openai_schemas import (
-    ROLE_PARTS,
+from .outcomes import DecisionOutcome
+from .schemas import (
+    AnswerExtensions,
     ChoiceAnswer,
-    ChoiceProbability,
     ChoiceQuestion,
-    CustomToolCall,
-    CustomToolCallOutput,
-    Decision,
-    DecisionCreate,
-    FunctionCall,
-    FunctionCallOutput,
-    InputImage,
-    InputItem,
-    InputJson,
-    InputText,
-    InputTokensDetails,
-    Instructions,
-    Message,
-    OutputText,
-    PredicateAnswer,
-    PredicateQuestion,
-    RefusalAnswer,
-    RefusalText,
+    DecisionRequest,
+    DecisionResponse,
+    NoulAnswer,
+    NoulQuestion,
     ScoreAnswer,
-    ScoreProbability,
     ScoreQuestion,
-    Usage,
+    Text,
 )
-from .schemas import AnswerExtensions, DecisionRequest, DecisionResponse, NoulAnswer, NoulQuestion, Text
-from .schemas import ChoiceAnswer as SystemOneChoice
-from .schemas import ChoiceQuestion as SystemOneChoiceQuestion
-from .schemas import ScoreAnswer as SystemOneScore
-from .schemas import ScoreQuestion as SystemOneScoreQuestion
-from .service import ModelService
 
 ROUTE = "/v1/decisions"
 REFUSAL_REASONS = ("out_of_scope", "low_label_mass")
@@ -87,32 +63,32 @@ def _content(parts: str | list[Any], loc: list[str | int]) -> Text:
         return parts
     out: list[Any] = []
     for j, part in enumerate(parts):
-        if isinstance(part, InputText | OutputText):
+        if isinstance(part, oa.InputText | oa.OutputText):
             out.append(part.text)
-        elif isinstance(part, InputJson):
+        elif isinstance(part, oa.InputJson):
             out.append({"json": part.data})
-        elif isinstance(part, RefusalText):
+        elif isinstance(part, oa.RefusalText):
             out.append({"refusal": part.refusal})
-        elif isinstance(part, InputImage):
+        elif isinstance(part, oa.InputImage):
             raise _image([*loc, j])
     return out[0] if len(out) == 1 and isinstance(out[0], str) else out
 
 
-def _item(item: InputItem, loc: list[str | int]) -> dict[str, Any]:
-    if isinstance(item, Message):
+def _item(item: oa.InputItem, loc: list[str | int]) -> dict[str, Any]:
+    if isinstance(item, oa.Message):
         if not isinstance(item.content, str):
             for j, part in enumerate(item.content):
-                if part.type not in ROLE_PARTS[item.role]:
+                if part.type not in oa.ROLE_PARTS[item.role]:
                     raise _invalid([*loc, "content", j, "type"], f"a {item.role} message cannot carry {part.type}")
         rendered: dict[str, Any] = {"role": item.role, "content": _content(item.content, [*loc, "content"])}
         if item.phase is not None:
             rendered["phase"] = item.phase
         return rendered
-    if isinstance(item, FunctionCall | CustomToolCall):
+    if isinstance(item, oa.FunctionCall | oa.CustomToolCall):
         call: dict[str, Any] = {"type": item.type, "call_id": item.call_id, "name": item.name}
         if item.namespace is not None:
             call["namespace"] = item.namespace
-        if isinstance(item, FunctionCall):
+        if isinstance(item, oa.FunctionCall):
             return call | {"arguments": item.arguments}
         return call | {"input": item.input}
     return {"type": item.type, "call_id": item.call_id, "output": _content(item.output, [*loc, "output"])}
@@ -121,16 +97,16 @@ def _item(item: InputItem, loc: list[str | int]) -> dict[str, Any]:
 CALL_OF_OUTPUT = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
 
 
-def state_of(value: str | list[InputItem]) -> Text:
+def state_of(value: str | list[oa.InputItem]) -> Text:
     """The state: a string as it is; items as one JSON object each, every tool output after its call."""
     if isinstance(value, str):
         return value
     calls: set[tuple[str, str]] = set()
     state = []
     for i, item in enumerate(value):
-        if isinstance(item, FunctionCall | CustomToolCall):
+        if isinstance(item, oa.FunctionCall | oa.CustomToolCall):
             calls.add((item.type, item.call_id))
-        elif isinstance(item, FunctionCallOutput | CustomToolCallOutput) and (
+        elif isinstance(item, oa.FunctionCallOutput | oa.CustomToolCallOutput) and (
             (CALL_OF_OUTPUT[item.type], item.call_id) not in calls
         ):
             msg = f"no earlier {CALL_OF_OUTPUT[item.type]} has call_id {item.call_id!r}"
@@ -139,11 +115,11 @@ def state_of(value: str | list[InputItem]) -> Text:
     return state
 
 
-def _instructions(value: Instructions, loc: list[str | int]) -> Text:
+def _instructions(value: oa.Instructions, loc: list[str | int]) -> Text:
     return _content(value, loc)
 
 
-def _question_ids(body: DecisionCreate) -> list[str]:
+def _question_ids(body: oa.DecisionCreate) -> list[str]:
     names = [q.name for q in body.questions]
     named = [n for n in names if n]
     if len(set(named)) == len(named):
@@ -153,7 +129,7 @@ def _question_ids(body: DecisionCreate) -> list[str]:
     return [f"#{i}" for i in range(len(names))]
 
 
-def _choice_keys(question: ChoiceQuestion, loc: list[str | int]) -> dict[str, Value]:
+def _choice_keys(question: oa.OpenAIChoiceQuestion, loc: list[str | int]) -> dict[str, Value]:
     """Option key -> typed value, in declared order; a repeated value is refused."""
     seen: set[tuple[type, Value]] = set()
     texts = {c.value for c in question.choices if isinstance(c.value, str)}
@@ -173,7 +149,7 @@ def _choice_keys(question: ChoiceQuestion, loc: list[str | int]) -> dict[str, Va
     return keys
 
 
-def to_decision_request(body: DecisionCreate) -> Translated:
+def to_decision_request(body: oa.DecisionCreate) -> Translated:
     """The System One request that asks the same: same state, same options, same order."""
     questions: dict[str, Any] = {}
     names: dict[str, str | None] = {}
@@ -187,17 +163,17 @@ def to_decision_request(body: DecisionCreate) -> Translated:
             "x_out_of_scope": q.x_out_of_scope,
             "x_slot_probabilities": q.x_slot_probabilities,
         }
-        if isinstance(q, PredicateQuestion):
+        if isinstance(q, oa.OpenAIPredicateQuestion):
             questions[qid] = NoulQuestion(type="noul", **common)
-        elif isinstance(q, ChoiceQuestion):
+        elif isinstance(q, oa.OpenAIChoiceQuestion):
             values[qid] = _choice_keys(q, loc)
             described = {c.value: c.description for c in q.choices}
             criteria = {key: described[value] for key, value in values[qid].items()}
-            questions[qid] = SystemOneChoiceQuestion(type="choice", criteria=criteria, **common)
-        elif isinstance(q, ScoreQuestion):
+            questions[qid] = ChoiceQuestion(type="choice", criteria=criteria, **common)
+        elif isinstance(q, oa.OpenAIScoreQuestion):
             labels[qid] = [level.label for level in q.levels]
             levels = [f"{lv.label}: {lv.description}" if lv.description else lv.label for lv in q.levels]
-            questions[qid] = SystemOneScoreQuestion(type="score", criteria=levels, **common)
+            questions[qid] = ScoreQuestion(type="score", criteria=levels, **common)
     request = DecisionRequest(model=body.model, state=state_of(body.input), questions=questions)
     return Translated(request, names, values, labels)
 
@@ -210,49 +186,52 @@ def answer_of(translated: Translated, qid: str, answer: Any) -> Any:
     """One System One answer as OpenAI's: its type's shape, or a refusal where the policy declined it."""
     name, extensions = translated.names[qid], _extensions(answer)
     if answer.x_action == "abstain" and answer.x_action_reason in REFUSAL_REASONS:
-        return RefusalAnswer(name=name, **extensions)
+        return oa.OpenAIRefusalAnswer(name=name, **extensions)
     if isinstance(answer, NoulAnswer):
-        return PredicateAnswer(name=name, probability=answer.noul, **extensions)
-    if isinstance(answer, SystemOneChoice):
+        return oa.OpenAIPredicateAnswer(name=name, probability=answer.noul, **extensions)
+    if isinstance(answer, ChoiceAnswer):
         values = translated.values[qid]
-        return ChoiceAnswer(
+        return oa.OpenAIChoiceAnswer(
             name=name,
             choice=values[answer.choice],
             confidence=answer.confidence,
-            probabilities=[ChoiceProbability(value=values[k], probability=p) for k, p in answer.probabilities.items()],
+            probabilities=[
+                oa.ChoiceProbability(value=values[k], probability=p) for k, p in answer.probabilities.items()
+            ],
             **extensions,
         )
-    assert isinstance(answer, SystemOneScore)
+    assert isinstance(answer, ScoreAnswer)
     labels = translated.labels[qid]
-    return ScoreAnswer(
+    return oa.OpenAIScoreAnswer(
         name=name,
         score=answer.score,
         confidence=answer.confidence,
         probabilities=[
-            ScoreProbability(label=labels[int(k)], value=int(k), probability=p) for k, p in answer.probabilities.items()
+            oa.ScoreProbability(label=labels[int(k)], value=int(k), probability=p)
+            for k, p in answer.probabilities.items()
         ],
         **extensions,
     )
 
 
-def usage_of(response: DecisionResponse, outcome: DecisionOutcome) -> Usage:
+def usage_of(response: DecisionResponse, outcome: DecisionOutcome) -> oa.OpenAIUsage:
     """The state's tokens count as cached where the state was reused, as written where it was evaluated; neither
     where the endpoint is shared (the response's x_run then carries no state_source)."""
     state_tokens = outcome.input_tokens - sum(a.suffix_tokens for a in outcome.answers.values())
     if response.x_run is not None and response.x_run.state_source is None:
         state_tokens = 0
     reused = outcome.state_source in ("resident", "cache")
-    return Usage(
+    return oa.OpenAIUsage(
         input_tokens=response.usage.input_tokens,
-        input_tokens_details=InputTokensDetails(
+        input_tokens_details=oa.InputTokensDetails(
             cached_tokens=state_tokens if reused else 0, cache_write_tokens=0 if reused else state_tokens
         ),
         total_tokens=response.usage.input_tokens + response.usage.output_tokens,
     )
 
 
-def decision_of(translated: Translated, response: DecisionResponse, outcome: DecisionOutcome) -> Decision:
-    return Decision(
+def decision_of(translated: Translated, response: DecisionResponse, outcome: DecisionOutcome) -> oa.Decision:
+    return oa.Decision(
         model=response.model,
         answers=[answer_of(translated, qid, answer) for qid, answer in response.answers.items()],
         usage=usage_of(response, outcome),
@@ -262,16 +241,9 @@ def decision_of(translated: Translated, response: DecisionResponse, outcome: Dec
     )
 
 
-def wire(decision: Decision) -> dict[str, Any]:
+def wire(decision: oa.Decision) -> dict[str, Any]:
     """The body: None fields left out, except each answer's `name` (null for an unnamed question)."""
     body = decision.model_dump(exclude_none=True)
     for answer, written in zip(decision.answers, body["answers"], strict=True):
         written["name"] = answer.name
     return body
-
-
-async def decide(s: ModelService, body: DecisionCreate, route: str) -> Response:
-    """The System One route's work (handlers.decide) on the translated request, answered in OpenAI's shape."""
-    translated = to_decision_request(body)
-    response, outcome = await handlers.answered(s, translated.request, route)
-    return JSONResponse(wire(decision_of(translated, response, outcome)))

@@ -4,6 +4,10 @@ types (openai==3.51.0: types/decision_create_params.py, types/decision.py); open
 Unknown fields are ignored, as on the System One route; the `x_` switches a System One question takes are
 accepted on a question here too, and every answer carries the System One answer's `x_` fields (the SDK's models
 keep extra fields).
+
+The question, answer and usage models are named `OpenAI...`: System One's in schemas.py have the other names. The
+OpenAPI document keeps the schema names and titles it published before that rename (PUBLISHED_SCHEMA_NAMES, which
+app.py applies): FastAPI names a schema after its class, module-qualified where two classes share a name.
 """
 
 from __future__ import annotations
@@ -14,6 +18,15 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, St
 
 from .contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
 from .schemas import AnswerExtensions, OutOfScope, RunRecord, SlotProbabilities, Timings
+
+# the name FastAPI gives a request model's schema -> the name the OpenAPI document publishes
+PUBLISHED_SCHEMA_NAMES = {
+    "ChoiceQuestion": "decision_adapter__schemas__ChoiceQuestion",
+    "ScoreQuestion": "decision_adapter__schemas__ScoreQuestion",
+    "OpenAIPredicateQuestion": "PredicateQuestion",
+    "OpenAIChoiceQuestion": "decision_adapter__openai_schemas__ChoiceQuestion",
+    "OpenAIScoreQuestion": "decision_adapter__openai_schemas__ScoreQuestion",
+}
 
 
 class _Part(BaseModel):
@@ -126,9 +139,10 @@ class _Question(BaseModel):
     x_slot_probabilities: SlotProbabilities = False
 
 
-class PredicateQuestion(_Question):
+class OpenAIPredicateQuestion(_Question):
     """How likely a statement about the input is true: System One's noul."""
 
+    model_config = ConfigDict(title="PredicateQuestion")  # the title the OpenAPI document gives it (module doc)
     type: Literal["predicate"]
 
 
@@ -139,7 +153,8 @@ class Choice(BaseModel):
     description: str | None = None
 
 
-class ChoiceQuestion(_Question):
+class OpenAIChoiceQuestion(_Question):
+    model_config = ConfigDict(title="ChoiceQuestion")
     type: Literal["choice"]
     choices: Annotated[list[Choice], Field(min_length=MIN_CHOICE_OPTIONS, max_length=MAX_CHOICE_OPTIONS)]
 
@@ -151,12 +166,15 @@ class Level(BaseModel):
     description: str | None = None
 
 
-class ScoreQuestion(_Question):
+class OpenAIScoreQuestion(_Question):
+    model_config = ConfigDict(title="ScoreQuestion")
     type: Literal["score"]
     levels: Annotated[list[Level], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
 
 
-Question = Annotated[PredicateQuestion | ChoiceQuestion | ScoreQuestion, Field(discriminator="type")]
+OpenAIQuestion = Annotated[
+    OpenAIPredicateQuestion | OpenAIChoiceQuestion | OpenAIScoreQuestion, Field(discriminator="type")
+]
 
 
 class DecisionCreate(BaseModel):
@@ -167,14 +185,14 @@ class DecisionCreate(BaseModel):
 
     model: str
     input: str | Annotated[list[InputItem], Field(min_length=1)]
-    questions: Annotated[list[Question], Field(min_length=1, max_length=MAX_QUESTIONS)]
+    questions: Annotated[list[OpenAIQuestion], Field(min_length=1, max_length=MAX_QUESTIONS)]
 
 
 # -- the response (types/decision.py). Every answer names its question (`name`, null where it has none) and
 # carries the System One answer's x_ fields after its own.
 
 
-class PredicateAnswer(AnswerExtensions):
+class OpenAIPredicateAnswer(AnswerExtensions):
     type: Literal["predicate"] = "predicate"
     name: str | None = None
     probability: float  # of true
@@ -185,7 +203,7 @@ class ChoiceProbability(BaseModel):
     probability: float
 
 
-class ChoiceAnswer(AnswerExtensions):
+class OpenAIChoiceAnswer(AnswerExtensions):
     type: Literal["choice"] = "choice"
     name: str | None = None
     choice: StrictStr | StrictBool
@@ -199,7 +217,7 @@ class ScoreProbability(BaseModel):
     probability: float
 
 
-class ScoreAnswer(AnswerExtensions):
+class OpenAIScoreAnswer(AnswerExtensions):
     type: Literal["score"] = "score"
     name: str | None = None
     score: float
@@ -207,14 +225,16 @@ class ScoreAnswer(AnswerExtensions):
     probabilities: list[ScoreProbability]
 
 
-class RefusalAnswer(AnswerExtensions):
+class OpenAIRefusalAnswer(AnswerExtensions):
     """Where this adapter declines: x_action_reason says why (openai_decisions.REFUSAL_REASONS)."""
 
     type: Literal["refusal"] = "refusal"
     name: str | None = None
 
 
-Answer = Annotated[PredicateAnswer | ChoiceAnswer | ScoreAnswer | RefusalAnswer, Field(discriminator="type")]
+OpenAIAnswer = Annotated[
+    OpenAIPredicateAnswer | OpenAIChoiceAnswer | OpenAIScoreAnswer | OpenAIRefusalAnswer, Field(discriminator="type")
+]
 
 
 class InputTokensDetails(BaseModel):
@@ -226,7 +246,7 @@ class OutputTokensDetails(BaseModel):
     reasoning_tokens: int = 0
 
 
-class Usage(BaseModel):
+class OpenAIUsage(BaseModel):
     input_tokens: int
     input_tokens_details: InputTokensDetails
     output_tokens: int = 0  # nothing is generated
@@ -236,8 +256,8 @@ class Usage(BaseModel):
 
 class Decision(BaseModel):
     model: str
-    answers: list[Answer]  # in question order
-    usage: Usage
+    answers: list[OpenAIAnswer]  # in question order
+    usage: OpenAIUsage
     x_run: RunRecord | None = None
     x_timing_ms: Timings | None = None
     x_evaluated_tokens: int | None = None

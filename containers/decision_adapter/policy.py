@@ -27,8 +27,7 @@ from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .actions import Action, Reason
-from .contract import InputFlag, QuestionType, StateBoundary
+from .contract import TOLERANCE, Action, InputFlag, QuestionType, Reason, StateBoundary
 from .question_types import kind_of
 from .signals import DebiasMode
 
@@ -37,7 +36,6 @@ PolicySchema = Literal["decision-policy/1", "decision-policy/2"]  # /1: bands wi
 ACTIONS: tuple[Action, ...] = get_args(Action)
 BandSource = Literal["question", "type"]
 BAND_REASONS: dict[BandSource, Reason] = {"question": "question_band", "type": "type_band"}
-TOLERANCE = 1e-12  # as evaluate's coverage table: a confidence equal to a grid threshold is at or above it
 _HEX64 = r"^[0-9a-f]{64}$"
 _HEX16 = r"^[0-9a-f]{16}$"
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import numpy as np
@@ -22,34 +21,16 @@ from . import contract
 from .contract import QUESTION_TYPES, AnswerShape, QuestionType
 from .schemas import (
     AnswerExtensions,
+    AnyQuestion,
     ChoiceAnswer,
     ChoiceQuestion,
     NoulAnswer,
     NoulQuestion,
+    Option,
     ScoreAnswer,
     ScoreQuestion,
-    Text,
+    render_text,
 )
-
-
-@dataclass(frozen=True)
-class Option:
-    """One declared option: `key` names it in the answer, `text` shows it in the generic prompt, and
-    `description` is the request's criterion as sent (what a GGUF's own template is given)."""
-
-    key: str
-    text: str
-    description: Text | None
-
-
-def render_text(value: Text | None) -> str:
-    """Strings as they are; objects and arrays as compact JSON (structured text is model input too)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-
 
 Q = TypeVar("Q", bound=BaseModel)
 A = TypeVar("A", bound=AnswerExtensions)
@@ -212,6 +193,13 @@ KINDS: Final[dict[str, QuestionKind[Any, Any]]] = {kind.name: kind for kind in (
 def kind_of(qtype: str) -> QuestionKind[Any, Any]:
     """The definition of a question type by its name (KeyError for a name the contract does not define)."""
     return KINDS[qtype]
+
+
+def options_of(question: AnyQuestion) -> list[Option]:
+    """The options in declared order (each type's own): noul is `true` then `false`, score levels are keyed
+    "0".."n-1"."""
+    options: list[Option] = kind_of(question.type).options(question)
+    return options
 
 
 def types_phrase() -> str:

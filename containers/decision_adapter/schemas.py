@@ -6,11 +6,12 @@ shape (app.py's handler, which leaves out FastAPI's echo of the input).
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
-from .actions import Action, Reason
 from .contract import (
     DEFAULT_MODEL_ALIAS,
     MAX_CHOICE_OPTIONS,
@@ -18,13 +19,35 @@ from .contract import (
     MAX_SCORE_LEVELS,
     MIN_CHOICE_OPTIONS,
     MIN_SCORE_LEVELS,
+    Action,
     InputFlag,
+    Reason,
     StateBoundary,
 )
 from .signals import DebiasMode
 
 # Text the caller may send wherever the contract says "description": a string, an object or an array.
 Text = str | dict[str, Any] | list[Any]
+
+
+def render_text(value: Text | None) -> str:
+    """Strings as they are; objects and arrays as compact JSON (structured text is model input too)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared option of a question (its type's, question_types.py): `key` names it in the answer, `text`
+    shows it in the generic prompt, and `description` is the request's criterion as sent (what a GGUF's own
+    template is given)."""
+
+    key: str
+    text: str
+    description: Text | None
 
 
 class NoulCriteria(BaseModel):

@@ -1,4 +1,5 @@
-"""The loaded model behind the routes: loading it, its engines (one llama.cpp context each), admission, counters.
+"""The loaded model behind the routes (loading.py loads it): its engines (one llama.cpp context each), admission,
+counters; `decide` runs a decision request on an engine (`DecisionEngine.score`).
 
 Capacity is a bounded permit count, as in text-generation-inference's router (admission.py):
 `max_concurrency` contexts evaluate, `max_queue` requests may wait for one, and the next request waits
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -27,28 +27,20 @@ from typing import Any, TypeVar
 
 from . import events
 from .admission import Lane
-from .calibration import calibration_in_force
 from .caller_text import mark
 from .contract import DEFAULT_MODEL_ALIAS
-from .engine import AnswerMemo, DecisionEngine, DecisionOutcome
+from .engine import AnswerMemo, DecisionEngine
 from .errors import AdapterError, ChatNotServed, RuntimeFailure, TokenBudgetExceeded, status_of
 from .events import log_rejection
-from .gguf_metadata import ModelMetadata, read_decision_metadata
-from .identity import build_identity
 from .limits import RequestLimits, TokenFloor, caller_text_of
-from .model_files import find_gguf, verify_model
+from .outcomes import Decided, DecisionOutcome
 from .policy import Policy
-from .prompting import debias_mode_served, debias_tolerance_served, make_scheme, state_boundary_served
 from .runtime import LlamaRuntime
 from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
-from .settings import AdapterSettings, RuntimeSettings, adopt_answer_settings
-from .state_cache import StateCache
+from .settings import AdapterSettings
 
-log = logging.getLogger("decision_adapter.service")
 T = TypeVar("T")
 E = TypeVar("E")
-DEFAULT_CACHE_CONTEXTS = 2  # default state-cache budget: this many full contexts' worth of KV...
-DEFAULT_CACHE_CAP = 1 << 30  # ...but at most 1 GiB
 
 
 @dataclass
@@ -56,16 +48,6 @@ class Counters:
     decisions: int = 0
     chats: int = 0
     errors: int = 0  # runtime failures
-
-
-@dataclass
-class Decided:
-    """One decision of a mini-batch: its request id, and its outcome and latency or the adapter error it got."""
-
-    request_id: str
-    outcome: DecisionOutcome | None = None
-    error: AdapterError | None = None
-    latency_ms: float = 0.0
 
 
 class ModelService:
@@ -119,90 +101,6 @@ class ModelService:
             max_options=self.settings.max_options,
         )
 
-    # -- loading
-    @classmethod
-    def load(cls, settings: AdapterSettings, runtime_settings: RuntimeSettings) -> ModelService:
-        """Verify the GGUF, put the answer settings its manifest records in force (adopt_answer_settings), load it
-        into `max_concurrency` decision contexts and `chat_contexts` chat contexts (the cores split across them all),
-        build the engines. Blocking."""
-        from llama_cpp import Llama
-
-        path = find_gguf(settings.model_dir, runtime_settings.model)
-        model = verify_model(path, settings.expected_model_sha256)
-        if model.manifest is not None:  # what the artifact was evaluated under is what it serves
-            settings = adopt_answer_settings(settings, model.manifest.recorded_answer_settings())
-        policy = model.manifest.policy if model.manifest is not None else None
-        if model.manifest is not None and policy is not None:  # refused before the weights load, as a checksum is
-            policy.check_binding(model_sha256=model.sha256, calibration_sha256=model.manifest.calibration_sha256())
-        vocab = Llama(str(path), vocab_only=True, verbose=False)  # metadata only: cheap
-        meta: dict[str, str] = dict(vocab.metadata)
-        vocab.close()
-        gguf = ModelMetadata.read(meta)
-        decision = read_decision_metadata(meta)  # refuse an unservable decision scheme before loading the weights
-        served_mode = debias_mode_served(decision, settings)
-        served_tolerance = debias_tolerance_served(decision, settings)
-        served_boundary = state_boundary_served(decision, settings)
-        if policy is not None:
-            policy.check_debias(served_mode, served_tolerance)
-            policy.check_state_boundary(served_boundary)
-        contexts = settings.max_concurrency + settings.chat_contexts
-        kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=contexts)
-        llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(contexts)]
-        llms, chat_llms = llms[: settings.max_concurrency], llms[settings.max_concurrency :]
-        runtimes = [LlamaRuntime(llm) for llm in llms]
-        first = runtimes[0]
-        scheme = make_scheme(
-            gguf,
-            decision,
-            settings,
-            bos_text=first.token_text("bos"),
-            eos_text=first.token_text("eos"),
-            tokenize=first.token_ids,
-        )
-        calibration = calibration_in_force(model.manifest, template=scheme.name, declared=scheme.declared_temperatures)
-        # One cache for all contexts: a snapshot restores into any context of the same model, and the budget
-        # is the process's, not each context's.
-        cache = StateCache(cache_budget(settings, gguf, n_ctx=first.n_ctx))
-        engines = [
-            DecisionEngine(
-                runtime,
-                scheme,
-                model_sha256=model.sha256,
-                calibration=calibration,
-                cache=cache,
-                reuse_states=settings.state_reuse,
-                out_of_scope=settings.out_of_scope,
-                max_request_tokens=settings.max_request_tokens,
-            )
-            for runtime in runtimes
-        ]
-        identity = build_identity(
-            model_file=path.name,
-            model_sha256=model.sha256,
-            model_name=settings.model_name or gguf.name or path.stem,
-            image_digest=settings.image_digest,
-            llama_cpp_build=settings.llama_cpp_build,
-            instance_types=settings.instance_types,
-            threads=int(llms[0].context_params.n_threads),
-            gpu_layers=runtime_settings.n_gpu_layers,
-            order_debias=scheme.order_debias,
-            order_debias_mode=served_mode,
-            order_debias_tolerance=served_tolerance,
-            calibration=calibration.describe(),
-            scheme=scheme.name,
-            policy=policy.version if policy is not None else None,
-            state_boundary=served_boundary,
-            served=served_answer_settings(settings, generic=served_boundary is not None),
-        )
-        return cls(
-            settings=settings,
-            engines=engines,
-            llms=llms + chat_llms,
-            identity=identity,
-            policy=policy,
-            chat_runtimes=[LlamaRuntime(llm) for llm in chat_llms],
-        )
-
     # -- work
     async def run(self, fn: Callable[[DecisionEngine], T], *, request_id: str, route: str) -> T:
         """Run `fn` on a decision context once admitted (or refused with 429); failures are counted and logged."""
@@ -210,7 +108,7 @@ class ModelService:
 
     async def decide(self, request: DecisionRequest, *, request_id: str, route: str) -> DecisionOutcome:
         self._check_limits(lambda: self.limits.check(request), request_id, route)
-        outcome = await self.run(lambda engine: engine.decide(request), request_id=request_id, route=route)
+        outcome = await self.run(lambda engine: engine.score(request), request_id=request_id, route=route)
         self.counters.decisions += 1
         return outcome
 
@@ -278,18 +176,6 @@ class ModelService:
             llm.close()
 
 
-def served_answer_settings(settings: AdapterSettings, *, generic: bool) -> dict[str, Any]:
-    """The answer settings x_run reports beside the debias mode and the state boundary: the out-of-scope option and
-    the minimum label mass always, the option counts debiased and rotated where the generic prompt reads them."""
-    served: dict[str, Any] = {"out_of_scope": settings.out_of_scope, "min_label_mass": settings.min_label_mass}
-    if generic:
-        served |= {
-            "rotation_max_options": settings.rotation_max_options,
-            "debias_max_options": settings.debias_max_options,
-        }
-    return served
-
-
 def chat_parameters(request: ChatCompletionRequest) -> dict[str, Any]:
     """llama-cpp-python's create_chat_completion arguments for the request (256 tokens unless it says). Every string
     of a message but its role (one of the roles a template knows, schemas.ChatRole) is marked as the caller's:
@@ -319,7 +205,7 @@ def decide_each(
         t0 = time.perf_counter()
         try:
             limits.check(requests[i])
-            decided[i].outcome = engine.decide(requests[i], memo)
+            decided[i].outcome = engine.score(requests[i], memo)
         except RuntimeFailure:
             raise
         except AdapterError as e:
@@ -340,10 +226,3 @@ def evaluation_order(requests: Sequence[DecisionRequest]) -> list[int]:
         for i, r in enumerate(requests)
     ]
     return [i for _, i in sorted(keyed)]
-
-
-def cache_budget(settings: AdapterSettings, gguf: ModelMetadata, *, n_ctx: int) -> int:
-    """DECISION_STATE_CACHE_MB, else a few full contexts' worth of KV state, capped."""
-    if settings.state_cache_mb is not None:
-        return settings.state_cache_mb * 1024 * 1024
-    return min(DEFAULT_CACHE_CAP, DEFAULT_CACHE_CONTEXTS * gguf.kv_bytes_per_token() * n_ctx)

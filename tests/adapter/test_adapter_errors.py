@@ -13,8 +13,7 @@ import pytest
 from decision_adapter import errors, events
 from decision_adapter.app import startup_failure
 from decision_adapter.gguf_metadata import UnsupportedDecisionScheme
-from decision_adapter.manifest import ChecksumMismatch
-from decision_adapter.model_files import ModelNotFound
+from decision_adapter.manifest import ChecksumMismatch, ModelNotFound
 from decision_adapter.prompting.systemone import TemplateNotSeparable
 
 from stacks.observability import OVERLOAD_PATTERN, action_pattern

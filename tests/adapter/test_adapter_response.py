@@ -7,7 +7,7 @@ import json
 
 import pytest
 from decision_adapter.answers import decision_response
-from decision_adapter.engine import DecisionOutcome, Scored
+from decision_adapter.outcomes import DecisionOutcome, Scored
 from decision_adapter.schemas import (
     CalibrationInForce,
     ChoiceAnswer,

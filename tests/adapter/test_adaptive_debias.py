@@ -25,7 +25,7 @@ from tests.conftest import AdapterProcess, require_model, start_adapter
 
 pytestmark = pytest.mark.model
 
-TOLERANCE = 0.34
+ADAPTIVE_TOLERANCE = 0.34
 ROTATION_OF = {"given": 0, "reversed": 1}  # with 2 options the one rotation is the reversed order
 NAMES = ["Billing", "Technical", "Sales", "Legal", "Security", "Shipping", "Returns", "Careers"]
 STATES = [
@@ -53,7 +53,7 @@ def adaptive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProces
     require_model()
     proc = start_adapter(
         tmp_path_factory.mktemp("adaptive"),
-        env={"DECISION_ORDER_DEBIAS": "adaptive", "DECISION_ADAPTIVE_TOLERANCE": str(TOLERANCE)},
+        env={"DECISION_ORDER_DEBIAS": "adaptive", "DECISION_ADAPTIVE_TOLERANCE": str(ADAPTIVE_TOLERANCE)},
     )
     yield proc
     proc.stop()
@@ -118,7 +118,7 @@ def test_adaptive_equals_every_rotation_within_the_tolerance(adaptive: AdapterPr
             if len(read) == n:
                 assert np.allclose(probs, reference, atol=1e-9, rtol=0)
             else:
-                assert np.max(np.abs(probs - reference)) <= TOLERANCE
+                assert np.max(np.abs(probs - reference)) <= ADAPTIVE_TOLERANCE
 
 
 def test_the_same_request_reads_the_same_orders(adaptive: AdapterProcess) -> None:
@@ -132,7 +132,7 @@ def test_the_same_request_reads_the_same_orders(adaptive: AdapterProcess) -> Non
 def test_run_identity_reports_the_mode_and_tolerance(adaptive: AdapterProcess) -> None:
     body = httpx.post(adaptive.url + "/v1/systemone", json=DECISIVE, timeout=300).json()
     assert body["x_run"]["order_debias_mode"] == "adaptive"
-    assert body["x_run"]["order_debias_tolerance"] == TOLERANCE
+    assert body["x_run"]["order_debias_tolerance"] == ADAPTIVE_TOLERANCE
 
 
 def test_a_policy_binds_the_adaptive_tolerance() -> None:
@@ -149,8 +149,8 @@ def test_a_policy_binds_the_adaptive_tolerance() -> None:
             created="2026-12-01",
         ),
     }
-    policy = seal(**sealed, order_debias_mode="adaptive", order_debias_tolerance=TOLERANCE)  # type: ignore[arg-type]
-    policy.check_debias("adaptive", TOLERANCE)
+    policy = seal(**sealed, order_debias_mode="adaptive", order_debias_tolerance=ADAPTIVE_TOLERANCE)  # type: ignore[arg-type]
+    policy.check_debias("adaptive", ADAPTIVE_TOLERANCE)
     with pytest.raises(PolicyError, match=r"DECISION_ADAPTIVE_TOLERANCE=0\.34"):
         policy.check_debias("adaptive", 0.1)
     with pytest.raises(PolicyError, match="DECISION_ORDER_DEBIAS=adaptive"):

@@ -14,8 +14,8 @@ from typing import Any, cast
 import pytest
 from decision_adapter import contract, handlers
 from decision_adapter.answers import decision_response
-from decision_adapter.engine import DecisionOutcome, Scored
 from decision_adapter.openai_decisions import usage_of
+from decision_adapter.outcomes import DecisionOutcome, Scored
 from decision_adapter.schemas import (
     AnyQuestion,
     CalibrationInForce,

@@ -178,7 +178,7 @@ def test_answers_for_ordinary_text_are_byte_identical(rt: LlamaRuntime) -> None:
         scheme = make(rt, kind)
         request_ = DecisionRequest.model_validate(body)
         rt.forget()  # the two runtimes share one llama.cpp context: each starts from an empty cache
-        new = engine(rt, scheme).decide(request_).answers
+        new = engine(rt, scheme).score(request_).answers
         rt.forget()
-        old = engine(LegacyRuntime(rt.llm), scheme).decide(request_).answers
+        old = engine(LegacyRuntime(rt.llm), scheme).score(request_).answers
         assert {k: a.probs for k, a in new.items()} == {k: a.probs for k, a in old.items()}

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from decision_adapter.engine import AnswerMemo, DecisionEngine, DecisionOutcome, Scored
+from decision_adapter.engine import AnswerMemo, DecisionEngine
 from decision_adapter.errors import ModelNotServed, RequestLimitExceeded, RuntimeFailure, TokenBudgetExceeded
 from decision_adapter.limits import RequestLimits, TokenFloor
+from decision_adapter.outcomes import DecisionOutcome, Scored
 from decision_adapter.schemas import DecisionRequest
 from decision_adapter.service import decide_each, evaluation_order
 
@@ -29,7 +30,7 @@ class ScriptedEngine:
         self.raises = raises
         self.seen: list[Any] = []
 
-    def decide(self, req: DecisionRequest, memo: AnswerMemo) -> DecisionOutcome:
+    def score(self, req: DecisionRequest, memo: AnswerMemo) -> DecisionOutcome:
         self.seen.append(req.state)
         if isinstance(req.state, str) and req.state in self.raises:
             raise self.raises[req.state]

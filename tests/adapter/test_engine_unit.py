@@ -73,7 +73,7 @@ def log_softmax(xs: list[float]) -> list[float]:
 
 def test_off_reads_the_state_once_and_each_question_once_and_softmaxes_the_label_logits() -> None:
     rt = FakeRuntime(slot_reader(CONTENT))
-    outcome = make_engine(rt).decide(request(team=TEAM, urgent=URGENT))
+    outcome = make_engine(rt).score(request(team=TEAM, urgent=URGENT))
     question_units = [
         "\n\nQuestion: Which option fits best?\nOptions:\nA. Billing\nB. Technical\nC. Sales\nAnswer:",
         "\n\nQuestion: Which answer fits the state?\nOptions:\nA. Yes\nB. No\nAnswer:",
@@ -93,7 +93,7 @@ def test_off_reads_the_state_once_and_each_question_once_and_softmaxes_the_label
 
 def test_reverse_reads_the_head_once_and_averages_log_probabilities_over_both_orders() -> None:
     rt = FakeRuntime(slot_reader(CONTENT, slot_bias=[1.5, 0.0, 0.0]))
-    outcome = make_engine(rt, "reverse").decide(request(team=TEAM, urgent=URGENT))
+    outcome = make_engine(rt, "reverse").score(request(team=TEAM, urgent=URGENT))
     assert rt.decoded[2:5] == [
         "\n\nQuestion: Which option fits best?\n",
         "Options:\nA. Billing\nB. Technical\nC. Sales\nAnswer:",
@@ -122,7 +122,7 @@ def test_reverse_reads_the_head_once_and_averages_log_probabilities_over_both_or
 def test_rotations_average_the_probabilities_of_every_rotation() -> None:
     bias = [1.0, 0.0, -0.5]
     rt = FakeRuntime(slot_reader(CONTENT, slot_bias=bias))
-    team = make_engine(rt, "rotations").decide(request(team=TEAM)).answers["team"]
+    team = make_engine(rt, "rotations").score(request(team=TEAM)).answers["team"]
     content = [2.0, 0.5, -1.0]
     mean = [0.0, 0.0, 0.0]
     for r in range(3):  # rotation r shows option (slot + r) % 3 in each slot
@@ -148,7 +148,7 @@ def test_adaptive_stops_when_the_unread_rotations_cannot_change_the_answer() -> 
         "West": 0,
     }
     rt = FakeRuntime(slot_reader(content, slot_bias=[0.3, 0.0, 0.0, 0.0]))
-    outcome = make_engine(rt, "adaptive", tolerance=0.3).decide(request(decisive=four, even=even))
+    outcome = make_engine(rt, "adaptive", tolerance=0.3).score(request(decisive=four, even=even))
     decisive = outcome.answers["decisive"]
     # reading order 0, 2, 1, 3: after two reads the pick may still change; after three Billing keeps it and its
     # probability can move at most the unread quarter (0.25 <= 0.3)
@@ -162,7 +162,7 @@ def test_adaptive_stops_when_the_unread_rotations_cannot_change_the_answer() -> 
     assert decisive.probs == pytest.approx(mean, abs=1e-12)
     # a near tie reads every rotation, and is then the rotations answer
     assert outcome.answers["even"].orders_read == ["given", "rotation:2", "rotation:1", "rotation:3"]
-    rotations = make_engine(FakeRuntime(rt.script), "rotations").decide(request(even=even)).answers["even"]
+    rotations = make_engine(FakeRuntime(rt.script), "rotations").score(request(even=even)).answers["even"]
     assert outcome.answers["even"].probs == pytest.approx(rotations.probs, abs=1e-15)
     assert rotations.probs == pytest.approx([0.25] * 4, abs=1e-12)  # each option once in the biased slot
 
@@ -170,7 +170,7 @@ def test_adaptive_stops_when_the_unread_rotations_cannot_change_the_answer() -> 
 def test_the_temperature_and_the_slot_prior_apply_to_the_label_distribution() -> None:
     prior = np.array([0.5, 0.25, 0.25])
     calibration = ActiveCalibration("manifest", Temperatures({"choice": 2.0}), slot_prior={3: prior})
-    team = make_engine(FakeRuntime(slot_reader(CONTENT)), calibration=calibration).decide(request(team=TEAM))
+    team = make_engine(FakeRuntime(slot_reader(CONTENT)), calibration=calibration).score(request(team=TEAM))
     raw = log_softmax([2.0, 0.5, -1.0])
     debiased = log_softmax([lp - math.log(p) for lp, p in zip(raw, prior, strict=True)])
     assert team.answers["team"].probs == pytest.approx(softmax([lp / 2.0 for lp in debiased]), abs=1e-12)
@@ -180,7 +180,7 @@ def test_the_temperature_and_the_slot_prior_apply_to_the_label_distribution() ->
 def test_out_of_scope_is_offered_last_in_every_order_and_split_from_the_declared_options() -> None:
     content = {**CONTENT, "None of these / not enough information": 1.0}
     rt = FakeRuntime(slot_reader(content, slot_bias=[0.5, 0.0, 0.0, 0.0]))
-    team = make_engine(rt, "reverse", out_of_scope=True).decide(request(team=TEAM)).answers["team"]
+    team = make_engine(rt, "reverse", out_of_scope=True).score(request(team=TEAM)).answers["team"]
     assert rt.decoded[3:5] == [
         "Options:\nA. Billing\nB. Technical\nC. Sales\nD. None of these / not enough information\nAnswer:",
         "Options:\nA. Sales\nB. Technical\nC. Billing\nD. None of these / not enough information\nAnswer:",
@@ -197,21 +197,21 @@ def test_out_of_scope_is_offered_last_in_every_order_and_split_from_the_declared
 def test_a_second_request_on_the_same_state_reads_no_state_tokens() -> None:
     rt = FakeRuntime(slot_reader(CONTENT))
     engine = make_engine(rt)
-    engine.decide(request(team=TEAM))
+    engine.score(request(team=TEAM))
     before = len(rt.decoded)
-    again = engine.decide(request(urgent=URGENT))
+    again = engine.score(request(urgent=URGENT))
     question = "\n\nQuestion: Which answer fits the state?\nOptions:\nA. Yes\nB. No\nAnswer:"
     assert rt.decoded[before:] == [question]
     assert (again.state_source, again.evaluated_tokens) == ("resident", len(encode(question)))
-    other = engine.decide(request("Another state.", urgent=URGENT))
+    other = engine.score(request("Another state.", urgent=URGENT))
     assert other.state_source == "computed" and rt.decoded[-2] == "State:\nAnother state."
 
 
 def test_the_state_cache_serves_a_state_computed_on_another_context() -> None:
     cache = StateCache(1 << 20)
     first, second = FakeRuntime(slot_reader(CONTENT)), FakeRuntime(slot_reader(CONTENT))
-    computed = make_engine(first, cache=cache).decide(request(team=TEAM))
-    served = make_engine(second, cache=cache).decide(request(team=TEAM))
+    computed = make_engine(first, cache=cache).score(request(team=TEAM))
+    served = make_engine(second, cache=cache).score(request(team=TEAM))
     assert (computed.state_source, served.state_source, second.restores) == ("computed", "cache", 1)
     question = "\n\nQuestion: Which option fits best?\nOptions:\nA. Billing\nB. Technical\nC. Sales\nAnswer:"
     assert second.decoded == [question] and served.evaluated_tokens == len(encode(question))
@@ -222,14 +222,14 @@ def test_the_state_cache_serves_a_state_computed_on_another_context() -> None:
 def test_without_state_reuse_every_request_reads_its_state() -> None:
     rt = FakeRuntime(slot_reader(CONTENT))
     engine = make_engine(rt, reuse_states=False)
-    sources = [engine.decide(request(team=TEAM)).state_source for _ in range(2)]
+    sources = [engine.score(request(team=TEAM)).state_source for _ in range(2)]
     assert sources == ["computed", "computed"] and rt.decoded.count(f"State:\n{STATE}") == 2
 
 
 def test_a_memory_that_cannot_drop_a_suffix_restores_the_state_and_gives_the_same_answers() -> None:
     refusing = FakeRuntime(slot_reader(CONTENT, slot_bias=[1.0]), partial_rewind=False)
-    answers = make_engine(refusing, "reverse").decide(request(team=TEAM, urgent=URGENT)).answers
-    reference = make_engine(FakeRuntime(refusing.script), "reverse").decide(request(team=TEAM, urgent=URGENT)).answers
+    answers = make_engine(refusing, "reverse").score(request(team=TEAM, urgent=URGENT)).answers
+    reference = make_engine(FakeRuntime(refusing.script), "reverse").score(request(team=TEAM, urgent=URGENT)).answers
     assert answers == reference
     # one snapshot of the state; every reading after the first goes back to it
     assert (refusing.snapshots, refusing.restores) == (1, 3)
@@ -238,8 +238,8 @@ def test_a_memory_that_cannot_drop_a_suffix_restores_the_state_and_gives_the_sam
 def test_a_mini_batch_memo_answers_a_repeated_question_without_evaluating() -> None:
     rt = FakeRuntime(slot_reader(CONTENT))
     engine, memo = make_engine(rt), AnswerMemo()
-    first = engine.decide(request(team=TEAM), memo)
-    repeated = engine.decide(request(team=TEAM), memo)
+    first = engine.score(request(team=TEAM), memo)
+    repeated = engine.score(request(team=TEAM), memo)
     assert repeated.evaluated_tokens == 0 and repeated.answers["team"] is first.answers["team"] and len(memo) == 1
 
 
@@ -251,12 +251,12 @@ def test_a_request_over_the_token_budget_is_refused_before_anything_is_evaluated
     question = "\n\nQuestion: Which answer fits the state?\nOptions:\nA. Yes\nB. No\nAnswer:"
     needed = needed_tokens(STATE, question)
     fits = FakeRuntime(slot_reader(CONTENT), n_ctx=needed)
-    assert make_engine(fits).decide(request(urgent=URGENT)).evaluated_tokens == needed
+    assert make_engine(fits).score(request(urgent=URGENT)).evaluated_tokens == needed
     short = FakeRuntime(slot_reader(CONTENT), n_ctx=needed - 1)
     with pytest.raises(
         TokenBudgetExceeded, match=f"needs {needed} tokens of context but the model's budget is {needed - 1}"
     ):
-        make_engine(short).decide(request(urgent=URGENT))
+        make_engine(short).score(request(urgent=URGENT))
     assert short.decoded == [] and short.tokens_decoded == 0
 
 
@@ -264,6 +264,6 @@ def test_scripts_that_name_no_option_give_a_uniform_answer() -> None:
     def silent(_text: str) -> None:  # every label at the same logit as the rest of the vocabulary
         return None
 
-    team = make_engine(FakeRuntime(silent)).decide(request(team=TEAM)).answers["team"]
+    team = make_engine(FakeRuntime(silent)).score(request(team=TEAM)).answers["team"]
     assert team.probs == pytest.approx([1 / 3] * 3, abs=1e-12)
     assert team.label_mass == pytest.approx(3 / VOCAB)

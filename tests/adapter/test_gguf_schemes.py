@@ -24,9 +24,10 @@ from decision_adapter.gguf_metadata import (
     read_decision_metadata,
 )
 from decision_adapter.manifest import Calibration, Manifest, sha256_file, write_manifest
-from decision_adapter.prompting import make_scheme, options_of
+from decision_adapter.prompting import make_scheme
 from decision_adapter.prompting.gguf import LevScheme, OpenJevScheme, anchored_chunks, combine_anchored
 from decision_adapter.prompting.systemone import TemplateNotSeparable
+from decision_adapter.question_types import options_of
 from decision_adapter.schemas import DecisionRequest
 from decision_adapter.settings import AdapterSettings
 from jevcompat import runner

@@ -139,11 +139,11 @@ def test_the_sdk_reaches_the_endpoint_sync_and_async_with_the_direct_answer(
         model="jev-latest", input=TICKET, questions=QUESTIONS
     )
 
-    async def decide() -> Any:
+    async def create_async() -> Any:
         client = async_openai_client(ENDPOINT, client=signing_client(standin))
         return await client.decisions.create(model="jev-latest", input=TICKET, questions=QUESTIONS)
 
-    asynchronous = asyncio.run(decide())
+    asynchronous = asyncio.run(create_async())
     direct = openai.OpenAI(base_url=f"{adapter.url}/v1", api_key="unused").decisions.create(
         model="jev-latest", input=TICKET, questions=QUESTIONS
     )

@@ -189,7 +189,7 @@ def test_a_413_and_a_422_arrive_as_themselves(runtime: SageMakerRuntimeStandIn) 
 
 
 def test_the_async_sdk_client_through_the_async_transport(runtime: SageMakerRuntimeStandIn) -> None:
-    async def decide() -> float:
+    async def noul_async() -> float:
         transport = AsyncSageMakerTransport(ENDPOINT, client=signing_client(runtime))
         async with AsyncTypeSafeClient(
             api_key=SIGV4_PLACEHOLDER_KEY, base_url=base_url(ENDPOINT), transport=transport
@@ -197,5 +197,5 @@ def test_the_async_sdk_client_through_the_async_transport(runtime: SageMakerRunt
             result = await client.system_one(state=TICKET, questions=QUESTIONS)
         return result.nouls["refund"].noul
 
-    assert 0.0 <= asyncio.run(decide()) <= 1.0
+    assert 0.0 <= asyncio.run(noul_async()) <= 1.0
     assert runtime.seen[-1].container_status == 200

@@ -10,19 +10,18 @@ from ..contract import StateBoundary
 from ..gguf_metadata import DecisionMetadata, ModelMetadata
 from ..settings import AdapterSettings
 from ..signals import DebiasMode
-from .base import Option, PassSpec, PromptScheme, Tokenize, options_of
+from .base import PassSpec, PromptScheme
 from .generic import GenericScheme, build_template
 from .gguf import declared_scheme
+from .sandbox import Tokenize
 
 __all__ = [
-    "Option",
     "PassSpec",
     "PromptScheme",
     "Tokenize",
     "debias_mode_served",
     "debias_tolerance_served",
     "make_scheme",
-    "options_of",
     "state_boundary_served",
 ]
 

@@ -1,40 +1,27 @@
-"""What every prompt scheme shares: the scheme interface the engine and the service read, a question's
-options, label tokens, how passes combine, and the one Jinja sandbox model templates render in."""
+"""What every prompt scheme shares: the scheme interface the engine and the service read, label tokens and how
+passes combine (the Jinja sandbox model templates render in is sandbox.py)."""
 
 from __future__ import annotations
 
-import json
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..contract import SINGLE_LABEL_MAX
 from ..gguf_metadata import Temperatures
-from ..question_types import Option as Option  # noqa: PLC0414 (the schemes and the engine read it from here)
-from ..question_types import kind_of
-from ..question_types import render_text as render_text  # noqa: PLC0414 (as Option)
-from ..schemas import AnyQuestion, Text
+from ..schemas import AnyQuestion, Option, Text
+from .sandbox import Tokenize
 
-Tokenize = Callable[[str], Sequence[int]]  # the model's tokenizer: special tokens parsed, no BOS
 Code = tuple[str, ...]  # a label as pieces that are each one token: ("B",) or the two-letter ("A", "C")
 LETTERS = string.ascii_uppercase
 
 
 # The option an out-of-scope question adds after its declared ones (decision-api.md's explicit way out).
 OUT_OF_SCOPE = Option("x_out_of_scope", "None of these / not enough information", None)
-
-
-def options_of(question: AnyQuestion) -> list[Option]:
-    """The options in declared order (each type's own, question_types.py): noul is `true` then `false`, score
-    levels are keyed "0".."n-1"."""
-    options: list[Option] = kind_of(question.type).options(question)
-    return options
 
 
 def labels(n: int) -> list[Code]:
@@ -60,24 +47,6 @@ def leading_single_tokens(tokenize: Tokenize, tail: str, codes: Sequence[str]) -
         if single_token(tokenize, tail, code) is None:
             return i
     return len(codes)
-
-
-def to_json(value: Any, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
-    """`tojson` as in transformers' chat templates: plain JSON with non-ASCII kept, not HTML-escaped."""
-    return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _raise(message: str) -> None:
-    raise TemplateError(message)
-
-
-def sandbox() -> ImmutableSandboxedEnvironment:
-    """The environment a model's own Jinja template (chat or systemone) renders in: sandboxed, blocks
-    trimmed, and `raise_exception` and `tojson` as chat templates expect them."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.filters["tojson"] = to_json
-    env.globals["raise_exception"] = _raise
-    return env
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,10 @@ import numpy.typing as npt
 from ..caller_text import unmark
 from ..contract import StateBoundary
 from ..question_types import kind_of
-from ..schemas import AnyQuestion, Text
+from ..schemas import AnyQuestion, Option, Text, render_text
 from ..signals import DebiasMode, option_orders
-from .base import OUT_OF_SCOPE, Option, PassSpec, combine_passes, labels, render_text, sandbox
+from .base import OUT_OF_SCOPE, PassSpec, combine_passes, labels
+from .sandbox import sandbox
 
 log = logging.getLogger("decision_adapter.prompting")
 TEMPLATE_VERSION = "generic-v2"

@@ -28,8 +28,9 @@ import numpy.typing as npt
 
 from ..contract import MAX_CHOICE_OPTIONS
 from ..gguf_metadata import TEMPLATE_KEY, DecisionMetadata, InvalidDecisionMetadata, Temperatures
-from ..schemas import AnyQuestion, ChoiceQuestion, Text
-from .base import Code, Option, PassSpec, PromptScheme, Tokenize, combine_passes, labels, leading_single_tokens
+from ..schemas import AnyQuestion, ChoiceQuestion, Option, Text
+from .base import Code, PassSpec, PromptScheme, combine_passes, labels, leading_single_tokens
+from .sandbox import Tokenize
 from .systemone import QuestionView, SystemOneTemplate
 
 log = logging.getLogger("decision_adapter.prompting")

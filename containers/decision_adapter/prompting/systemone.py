@@ -7,7 +7,7 @@ renders it the same way).
 Variables: `id`, `type`, `instructions`, `state`, `options` ([{key, description}]), `images` ([]) and,
 for schemes with codes, `label` (the codes in slot order). Values are passed as the request holds
 them: strings as strings, objects and arrays as such; the template turns non-strings into text with
-`tojson`; it renders in the chat templates' sandbox (base.sandbox), with `bos_token` and `eos_token`.
+`tojson`; it renders in the chat templates' sandbox (sandbox.py), with `bos_token` and `eos_token`.
 
 Sharing the state across questions: rendering two unlike probe questions over the real state gives
 the text that does not depend on the question; cut after its last newline, at a point where
@@ -28,7 +28,7 @@ from jinja2 import TemplateError
 from ..errors import RuntimeFailure
 from ..gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata
 from ..schemas import Text
-from .base import Tokenize, sandbox, to_json
+from .sandbox import Tokenize, sandbox, to_json
 
 _STABLE_CUT_TRIES = (8, 32)  # newline cuts, then character cuts, tried before giving up on a prefix
 

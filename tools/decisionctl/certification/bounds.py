@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from decision_adapter.contract import TOLERANCE
 
 METHOD = "fallback-clopper-pearson/1"
 # Fixed before any data: fine near 1 where small errors live, coarse below. Descending: the test order.
@@ -47,7 +48,6 @@ GRID: tuple[float, ...] = (
     0.40,
     0.0,
 )
-TOLERANCE = 1e-12  # as the adapter's policy: a confidence equal to a threshold is at or above it
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
