@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import aws_cdk as cdk
+from decisionctl.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
+from decisionctl.evaluation_record import EvaluationConfig
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from stacks.adapter_settings import ArtifactAnswerSettings
@@ -21,9 +23,7 @@ from stacks.bulk_config import BULK_SECTIONS, AsyncEndpointConfig, BatchTransfor
 from stacks.config_base import FrozenConfig
 from stacks.data_capture import DataCapture
 from stacks.decision_shift import DecisionShift, rollback_alarm_count
-from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
-from stacks.evaluation_config import EvaluationConfig
 from stacks.guardrails import MAX_ROLLBACK_ALARMS, Deployment
 from stacks.hosting import ModelFootprint, refuse_batch, refuse_capture, require_footprint
 from stacks.invoker_access import InvokerAccess

@@ -15,6 +15,8 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+from decisionctl.dlc_registry import console_domain
+from decisionctl.evaluation_record import RECORD_OUTPUT
 
 from stacks.adapter_settings import ANSWER_VARIABLES, answer_environment, options_environment
 from stacks.async_inference import AsyncDecisionEndpoint
@@ -26,10 +28,9 @@ from stacks.dashboard import build_dashboard
 from stacks.data_capture import capture_config, grant_capture
 from stacks.decision_shift import DecisionShiftAlarms
 from stacks.deployed_check_access import CHECK_ROLE_OUTPUT, CheckRoleTrust, DeployedCheckRole
-from stacks.dlc_registry import console_domain
 from stacks.endpoint import ServingEndpoint
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
-from stacks.evaluation_config import RECORD_OUTPUT, Binding
+from stacks.evaluation_config import Binding
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
 from stacks.hosting import ComponentsHosting, component_name, hosted_memory_mb
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull

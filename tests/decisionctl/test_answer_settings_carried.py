@@ -162,7 +162,7 @@ def test_a_policy_carries_what_it_was_measured_under_and_packaging_refuses_anoth
     assert read_manifest(path).answer_settings is None  # nothing written
     # a run under another value is not the artifact's: not recorded; a policy measured again under it may replace it
     other_run = {**x_run(model_sha256=manifest.sha256), **measured, REPORTED_AS[name]: other, "policy": policy.version}
-    with pytest.raises(records.RecordError, match=rf"{name} {other} \(the artifact's: {value}\)"):
+    with pytest.raises(records.EvaluationRecordError, match=rf"{name} {other} \(the artifact's: {value}\)"):
         records.check_served(other_run, read_manifest(path))
     check_run_served(other_run, read_manifest(path))
 
@@ -204,7 +204,7 @@ def test_a_run_that_served_a_setting_the_manifest_does_not_record_records_it(nam
     records.check_served(identity, manifest)
     assert recorded(manifest, identity)["answer_settings"][name] == value
     pinned = read_manifest(packaged(tmp_path, f"{name}={shown(other)}") / "manifest.json")
-    with pytest.raises(records.RecordError):
+    with pytest.raises(records.EvaluationRecordError):
         records.check_served({**identity, "model_sha256": pinned.sha256}, pinned)
 
 
@@ -214,7 +214,7 @@ def test_a_run_that_served_another_value_is_not_recorded(name: str, tmp_path: Pa
     value, other = CARRIED[name]
     manifest = read_manifest(packaged(tmp_path, f"{name}={shown(value)}") / "manifest.json")
     identity = {**x_run(model_sha256=manifest.sha256), "order_debias_mode": "adaptive", REPORTED_AS[name]: other}
-    with pytest.raises(records.RecordError) as refused:
+    with pytest.raises(records.EvaluationRecordError) as refused:
         records.check_served(identity, manifest)
     assert f"under {name} {other}" in str(refused.value) and f"records {name} {value}" in str(refused.value)
 

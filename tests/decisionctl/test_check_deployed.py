@@ -27,10 +27,10 @@ from botocore.stub import Stubber
 from decisionctl import cli
 from decisionctl.commands import check_deployed
 from decisionctl.evaluation.cases import load_cases
+from decisionctl.evaluation_record import EvaluationTolerance
 from decisionctl.review import deployed
-from decisionctl.transport import RealTimeEndpointTransport, Transport
+from decisionctl.transport import RealTimeEndpointSender, Sender
 
-from stacks.evaluation_config import EvaluationTolerance
 from tests.conftest import copy_model, require_model, start_adapter
 from tests.sagemaker_runtime_standin import ACCOUNT, SageMakerRuntimeStandIn
 
@@ -134,12 +134,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 
 def _transport_for(runtime: SageMakerRuntimeStandIn) -> deployed.TransportFor:
-    def make(endpoint: str, variant: str) -> Transport:
+    def make(endpoint: str, variant: str) -> Sender:
         config = botocore.config.Config(retries={"total_max_attempts": 1}, read_timeout=70)
         client = _session().create_client(
             "sagemaker-runtime", region_name=REGION, endpoint_url=runtime.url, config=config
         )
-        return RealTimeEndpointTransport(endpoint, client=client, target_variant=variant)
+        return RealTimeEndpointSender(endpoint, client=client, target_variant=variant)
 
     return make
 
@@ -152,8 +152,9 @@ def _run(served: dict[str, Any], name: str, *responses: dict[str, Any]) -> tuple
             *("--out", str(out / "runs"), "--json", str(out / "report.json"), "--markdown", str(out / "report.md")),
         ]
     )
+    make = _transport_for(served["runtime"])
     code = check_deployed.check(
-        args, sagemaker=sagemaker_stub(*responses), transport_for=_transport_for(served["runtime"])
+        args, sagemaker=sagemaker_stub(*responses), sender_for=lambda endpoint, variant, _: make(endpoint, variant)
     )
     return code, json.loads((out / "report.json").read_text()), (out / "report.md").read_text()
 
@@ -278,7 +279,7 @@ def test_the_outputs_file_gives_the_decision_endpoints_not_the_chat_one(tmp_path
 
 
 def test_an_endpoint_not_in_service_fails_and_nothing_is_scored(tmp_path: Path) -> None:
-    def never(endpoint: str, variant: str) -> Transport:
+    def never(endpoint: str, variant: str) -> Sender:
         raise AssertionError("nothing is scored on an endpoint that is not InService")
 
     result = deployed.check_endpoint(

@@ -20,9 +20,9 @@ import pytest
 from botocore.stub import ANY, Stubber
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decisionctl import cli
+from decisionctl.evaluation_record import RECORD_SCHEMA
 from decisionctl.release.packaging import package_model
 
-from stacks.evaluation_config import RECORD_SCHEMA
 from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, require_model
 
 

@@ -16,11 +16,9 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from decisionctl import cli
+from decisionctl import cli, dlc_registry
 from decisionctl.commands import ALL, pin_images
 from decisionctl.release import images
-
-from stacks import dlc_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = "sha256:" + "1" * 64

@@ -132,9 +132,7 @@ def test_check_deployed_takes_each_component_from_the_outputs(tmp_path) -> None:
     written = {"CpuEndpointName": ENDPOINT, "CpuInferenceComponentName": COMPONENT, "GpuEndpointName": "g"}
     outputs.write_text(json.dumps({stack: written}))
     assert deployed.endpoints_from_outputs(outputs, "dev") == [ENDPOINT, "g"]
-    assert check_deployed.component_names(_args(outputs=str(outputs))) == {ENDPOINT: COMPONENT}
-    assert check_deployed.component_names(_args(endpoint=[ENDPOINT], inference_component=COMPONENT)) == {
-        ENDPOINT: COMPONENT
-    }
+    assert deployed.component_names(None, outputs, "dev", None) == {ENDPOINT: COMPONENT}
+    assert deployed.component_names([ENDPOINT], None, "dev", COMPONENT) == {ENDPOINT: COMPONENT}
     with pytest.raises(options.UsageError, match="names the component of one --endpoint"):
-        check_deployed.component_names(_args(endpoint=[ENDPOINT, "g"], inference_component=COMPONENT))
+        check_deployed.run(_args(endpoint=[ENDPOINT, "g"], inference_component=COMPONENT))

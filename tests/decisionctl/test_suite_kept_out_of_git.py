@@ -21,9 +21,10 @@ from decision_adapter.manifest import read_manifest
 from decisionctl import cli
 from decisionctl.commands import record_evaluation
 from decisionctl.evaluation.cases import QUESTION_ID
+from decisionctl.evaluation_record import EvaluationConfig
 from decisionctl.transport import Reply
 
-from stacks.evaluation_config import EvaluationConfig, read_binding
+from stacks.evaluation_config import read_binding
 from tests.decisionctl_support import x_run
 
 EXAMPLES = Path(str(resources.files("decisionctl").joinpath("data", "examples.jsonl")))

@@ -6,10 +6,10 @@ import copy
 from typing import Any
 
 import pytest
+from decisionctl.dlc_registry import DLC_REGISTRY_ACCOUNTS
 
 from app import build_app
 from stacks.config import ConfigError, EnvironmentConfig, load_environment
-from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS
 from stacks.instance_types import has_local_nvme
 from tests.cdk_support import cdk_context
 

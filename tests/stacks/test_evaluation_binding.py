@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from decisionctl.evaluation_record import RECORD_SCHEMA, EvaluationConfig
 from pydantic import ValidationError
 
 from app import build_app
 from stacks.config import PLACEHOLDER_SHA256, load_environment
 from stacks.evaluation_binding import WARNING_ID, EvaluationError, check_evaluation
-from stacks.evaluation_config import RECORD_SCHEMA, EvaluationConfig, read_binding
+from stacks.evaluation_config import read_binding
 from tests.cdk_support import cdk_context, variant_context
 
 SUITE = "evaluation/support-suite.jsonl"

@@ -4,6 +4,7 @@ each hosting mode against traffic (matplotlib, Agg)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,32 +14,56 @@ matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt
 from decision_adapter import contract
 
-from decisionctl.evaluation import metrics
-from decisionctl.evaluation.cases import Prediction
-
 # Series per question type in contract order; a type past the palette takes matplotlib's cycle (reliability_diagram).
 _TYPE_PALETTE = (("tab:blue", "o"), ("tab:orange", "s"), ("tab:green", "^"))
 _TYPE_STYLE = {"all types": ("black", "D"), **dict(zip(contract.QUESTION_TYPES, _TYPE_PALETTE, strict=False))}
 
 
+@dataclass(frozen=True)
+class Reliability:
+    """One series of a reliability diagram: its cases, their ECE, and per equal-width confidence bin (empty ones
+    included) its lower edge, cases, accuracy and mean confidence."""
+
+    cases: int
+    ece: float | None
+    lower: Sequence[float]
+    count: Sequence[int]
+    accuracy: Sequence[float | None]
+    mean_confidence: Sequence[float | None]
+
+
+@dataclass(frozen=True)
+class _Bin:
+    lower: float
+    count: int
+    accuracy: float | None
+    mean_confidence: float | None
+
+
 def reliability_diagram(
-    path: Path, series: Mapping[str, Sequence[Prediction]], *, title: str, threshold: float | None = None
+    path: Path, series: Mapping[str, Reliability], *, title: str, threshold: float | None = None
 ) -> None:
     """Accuracy against confidence per bin: the first series as bars, others as lines; the diagonal is perfect."""
     fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(6.4, 7.2), height_ratios=(3, 1), sharex=True)
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
-    width = 1 / metrics.ECE_BINS / (len(series) + 1)
-    for k, (label, preds) in enumerate(series.items()):
+    n_bins = len(next(iter(series.values())).lower) if series else 1
+    width = 1 / n_bins / (len(series) + 1)
+    for k, (label, reliability) in enumerate(series.items()):
         color, marker = _TYPE_STYLE.get(label, (f"C{k}", "o"))
-        all_bins = metrics.reliability_bins(preds)
+        all_bins = [
+            _Bin(*b)
+            for b in zip(
+                reliability.lower, reliability.count, reliability.accuracy, reliability.mean_confidence, strict=True
+            )
+        ]
         bins = [b for b in all_bins if b.count]
-        ece = metrics.ece(preds)
-        name = f"{label} (n={len(preds)}, ECE={ece:.3f})" if ece is not None else label
+        ece = reliability.ece
+        name = f"{label} (n={reliability.cases}, ECE={ece:.3f})" if ece is not None else label
         if k == 0:
             ax.bar(
                 [b.lower for b in bins],
                 [b.accuracy or 0.0 for b in bins],
-                width=1 / metrics.ECE_BINS,
+                width=1 / n_bins,
                 align="edge",
                 color=color,
                 alpha=0.25,
@@ -80,17 +105,18 @@ def reliability_diagram(
 
 def confidence_histogram(
     path: Path,
-    preds: Sequence[Prediction],
+    right: Sequence[float],
+    wrong: Sequence[float],
     *,
     title: str,
     threshold: float | None = None,
     review_band: Sequence[float] | None = None,
 ) -> None:
-    """How many right and wrong answers sit at each confidence, with the automate / review lines."""
+    """How many right and wrong answers (their confidences) sit at each confidence, with the automate / review lines."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     edges = [i / 20 for i in range(21)]
     ax.hist(
-        [[p.confidence for p in preds if p.correct], [p.confidence for p in preds if not p.correct]],
+        [list(right), list(wrong)],
         bins=edges,
         stacked=True,
         color=["tab:green", "tab:red"],

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from decisionctl.bulk.records import InputSummary, PartAnswers, join, read_records
+from decisionctl.certification.results import evaluation_results
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import Prediction, prediction_from_response, read_response, run_fingerprint
 
@@ -163,7 +164,7 @@ class EvaluateWriter:
             json.dumps(self.identity, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
         run = scoring.Run(self.predictions, skipped=0, sent=records, errors=self.errors, identity=self.identity)
-        results = scoring.results(
+        results = evaluation_results(
             run,
             records,
             cases_path,

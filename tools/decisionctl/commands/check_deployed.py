@@ -7,21 +7,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from decisionctl.commands.options import (
-    EXIT_FAILED,
-    UsageError,
-    add_component,
-    add_report_files,
-    add_retry,
-    capacity_wait,
-    retry_policy,
-    say,
-    write_report,
-)
+from decisionctl.commands import options
 from decisionctl.review import deployed, summary
-from decisionctl.review import record as records
-from decisionctl.review import settings as review_settings
-from decisionctl.transport import DEFAULT_TIMEOUT_S, RealTimeEndpointTransport, Transport
+from decisionctl.transport import Sender
 
 NAME = "check-deployed"
 HELP = "score each deployed variant on the suite; fail if it is not the recorded artifact within the tolerance"
@@ -49,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="cdk deploy --outputs-file's JSON: the decision endpoints of DecisionEndpoints-<env>-Serving",
     )
     p.add_argument("--region", help="AWS region of the endpoints (default: from the AWS configuration)")
-    add_component(p)  # with one --endpoint; --outputs names each components endpoint's own
+    options.add_component(p)  # with one --endpoint; --outputs names each components endpoint's own
     p.add_argument("--cdk-json", default="cdk.json", metavar="PATH", help="the project's cdk.json (./cdk.json)")
     p.add_argument(
         "--out",
@@ -57,69 +45,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="predictions per endpoint and variant, OUT/<endpoint>/<variant> (default ./check-deployed)",
     )
-    add_report_files(p)
-    p.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for one answer (default %(default)s)"
-    )
-    add_retry(p)
+    options.add_report_files(p)
+    options.add_timeout(p)
+    options.add_retry(p)
 
 
 def run(args: argparse.Namespace) -> int:
     import boto3
 
-    components = component_names(args)
+    if args.inference_component and (not args.endpoint or len(args.endpoint) != 1):
+        raise options.UsageError("--inference-component names the component of one --endpoint (--outputs names each)")
 
-    def transport_for(endpoint: str, variant: str) -> Transport:
-        component = components.get(endpoint)  # a component endpoint's one variant serves the component
-        return RealTimeEndpointTransport(
-            endpoint,
-            region=args.region,
-            timeout_s=args.timeout,
-            target_variant=None if component else variant,
-            inference_component=component,
-            capacity_wait=capacity_wait(args),
+    def sender_for(endpoint: str, variant: str, component: str | None) -> Sender:
+        variant_or_all = None if component else variant  # a components endpoint's one variant serves the component
+        return options.transport(
+            args, max_connections=16, endpoint=endpoint, component=component, target_variant=variant_or_all
         )
 
-    return check(args, sagemaker=boto3.client("sagemaker", region_name=args.region), transport_for=transport_for)
+    return check(args, sagemaker=boto3.client("sagemaker", region_name=args.region), sender_for=sender_for)
 
 
-def component_names(args: argparse.Namespace) -> dict[str, str]:
-    """Endpoint -> inference component: --inference-component for the one --endpoint, or the outputs file's."""
-    if args.inference_component:
-        if not args.endpoint or len(args.endpoint) != 1:
-            raise UsageError("--inference-component names the component of one --endpoint (--outputs names each)")
-        return {args.endpoint[0]: args.inference_component}
-    if args.outputs:
-        try:
-            return deployed.components_from_outputs(Path(args.outputs), args.env)
-        except (OSError, ValueError, KeyError):
-            return {}  # check() reports what is wrong with the file
-    return {}
-
-
-def check(args: argparse.Namespace, *, sagemaker: Any, transport_for: deployed.TransportFor) -> int:
+def check(args: argparse.Namespace, *, sagemaker: Any, sender_for: deployed.SenderFor) -> int:
     """The check with the clients given (run builds them; tests pass stand-ins)."""
-    settings = review_settings.load(Path(args.cdk_json), args.env)
-    _, cases = settings.read_suite()
-    try:
-        record = records.read(settings.record)
-        endpoints = args.endpoint or deployed.endpoints_from_outputs(Path(args.outputs), args.env)
-    except (records.RecordError, deployed.DeployedError) as exc:
-        say(str(exc))
-        return EXIT_FAILED
-    report = deployed.check(
-        endpoints,
-        environment=args.env,
-        record_path=settings.record,
-        record=record,
-        cases=cases,
-        tolerance=settings.evaluation.tolerance,
-        sagemaker=sagemaker,
-        transport_for=transport_for,
-        out=Path(args.out),
-        policy=retry_policy(args),
-        say=say,
+    outputs, retry = None if args.outputs is None else Path(args.outputs), options.retry_policy(args)
+    asked = deployed.DeployedCheck(
+        args.env, Path(args.cdk_json), args.endpoint, outputs, args.inference_component, Path(args.out), retry
     )
-    text = summary.deployed_check(report, title=f"Deployed variants: {args.env}")
-    write_report(args, text, report)
-    return 0 if report["passed"] else EXIT_FAILED
+    report = deployed.check_environment(asked, sagemaker=sagemaker, sender_for=sender_for, say=options.say)
+    if report is None:
+        return options.EXIT_FAILED
+    options.write_report(args, summary.deployed_check(report, title=f"Deployed variants: {args.env}"), report)
+    return 0 if report["passed"] else options.EXIT_FAILED

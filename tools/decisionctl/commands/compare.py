@@ -47,16 +47,12 @@ def run(args: argparse.Namespace) -> int:
     if args.new is None:
         raise UsageError("compare needs the baseline's and the candidate's evaluate directories (or --shadow)")
     try:
-        result = comparison.compare(
-            comparison.load_run(Path(args.base)),
-            comparison.load_run(Path(args.new)),
-            threshold=args.threshold,
-            top=args.top,
+        result, written = comparison.compare_runs(
+            Path(args.base), Path(args.new), Path(args.out), threshold=args.threshold, top=args.top
         )
     except comparison.CompareError as exc:
         say(str(exc))
         return EXIT_FAILED
-    written = comparison.write_report(result, Path(args.out))
     print(tables.comparison(result.report))
     if result.report["band_changes"] is not None:  # both runs wrote a policy
         print(tables.band_changes(result.report["band_changes"]))

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
 from decisionctl.commands.options import EXIT_FAILED, add_report_files, say, write_report
-from decisionctl.review import decision_diff, summary
-from decisionctl.review import record as records
-from decisionctl.review import settings as review_settings
+from decisionctl.review.decision_diff import review_records
 
 NAME = "decision-diff"
 HELP = "compare two evaluation records of a suite: flips, accuracy, calibration, bands, actions; gates"
@@ -44,34 +41,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_report_files(p)
 
 
-def gates(args: argparse.Namespace) -> decision_diff.Gates:
-    found = review_settings.load(Path(args.cdk_json), args.env).gates if args.env else decision_diff.Gates()
-    if args.max_accuracy_drop is not None:
-        found = replace(found, max_accuracy_drop_points=args.max_accuracy_drop)
-    if args.max_flips is not None:
-        found = replace(found, max_flips=args.max_flips)
-    if args.max_ece_rise is not None:
-        found = replace(found, max_ece_rise=args.max_ece_rise)
-    if args.band_bound is not None:
-        found = replace(found, band_bound=args.band_bound == "on")
-    return found
-
-
 def run(args: argparse.Namespace) -> int:
-    limits = gates(args)
-    base_path, new_path = Path(args.base), Path(args.new)
-    new = records.read(new_path)
-    if not base_path.exists() and args.missing_base == "new":
-        text = summary.new_record(new, title=args.title, base=str(base_path))
-        write_report(args, text, {"base": None, "new": new_path.name, "failed": []})
-        return 0
-    try:
-        report = decision_diff.diff(records.read(base_path), new)
-    except records.RecordError as exc:
-        say(str(exc))
+    overrides = {
+        name: value
+        for name, value in (
+            ("max_accuracy_drop_points", args.max_accuracy_drop),
+            ("max_flips", args.max_flips),
+            ("max_ece_rise", args.max_ece_rise),
+            ("band_bound", None if args.band_bound is None else args.band_bound == "on"),
+        )
+        if value is not None
+    }
+    review = review_records(
+        Path(args.base),
+        Path(args.new),
+        env=args.env,
+        cdk_json=Path(args.cdk_json),
+        overrides=overrides,
+        missing_base_is_new=args.missing_base == "new",
+        title=args.title,
+    )
+    if review.refused is not None:
+        say(review.refused)
         return EXIT_FAILED
-    failed = decision_diff.failures(report, limits)
-    write_report(args, summary.decision_diff(report, failed, title=args.title), {**report, "failed": failed})
-    for f in failed:
+    write_report(args, review.markdown, review.report)
+    for f in review.failed:
         say(f"gate failed: {f}")
-    return EXIT_FAILED if failed else 0
+    return EXIT_FAILED if review.failed else 0

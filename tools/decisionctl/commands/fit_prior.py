@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
+from functools import partial
 from pathlib import Path
 
-from decision_adapter.manifest import read_manifest
-
-from decisionctl.certification import manifests
+from decisionctl.certification.prior_fit import fit_slot_prior
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, transport
-from decisionctl.evaluation.slot_prior import FitError, choice_items, fit_prior, to_slot_prior
 
 NAME = "fit-prior"
 HELP = "fit the model's prior over option slots from unlabeled requests into manifest.json"
@@ -32,36 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        manifest = read_manifest(args.manifest)
-        items = list(choice_items(args.requests))
-    except (OSError, ValueError) as exc:
-        say(str(exc))
-        return EXIT_FAILED
-    say(f"fit-prior: {len(items)} choice questions, {sum(len(i.options) for i in items)} reads")
-    endpoint = transport(args, max_connections=1)
-    try:
-        fit = fit_prior(endpoint, items, retry_policy(args), say)
-        prior = to_slot_prior(fit, args.requests, created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
-    except FitError as exc:
-        say(str(exc))
-        return EXIT_FAILED
-    finally:
-        endpoint.close()
-    try:
-        manifests.write_slot_prior(args.manifest, manifest, prior)
-    except manifests.ManifestRefused as exc:
-        say(str(exc))
-        return EXIT_FAILED
-    block = prior.model_dump(mode="json")
-    if args.report is not None:
-        args.report.write_text(json.dumps(block, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    for n, slots in block["slots"].items():
-        say(f"  {n} options ({block['fitted_on']['questions'][n]} questions): " + " ".join(f"{p:.3f}" for p in slots))
-    say(f"wrote slot_prior into {args.manifest}")
-    if manifest.policy is not None:
-        say(
-            "the manifest's policy was measured under the previous calibration, so the adapter will refuse it: "
-            "measure it again with `decisionctl evaluate --write-policy`"
-        )
-    return 0
+    written = fit_slot_prior(
+        args.requests,
+        args.manifest,
+        connect=partial(transport, args, max_connections=1),
+        retry=retry_policy(args),
+        report=args.report,
+        say=say,
+    )
+    return 0 if written else EXIT_FAILED

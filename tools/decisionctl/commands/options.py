@@ -11,18 +11,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from decision_adapter.contract import INPUT_FLAGS
+
 from decisionctl.transport import (
     DEFAULT_ROUTE,
     DEFAULT_TIMEOUT_S,
-    HttpTransport,
-    RealTimeEndpointTransport,
+    HttpSender,
+    RealTimeEndpointSender,
     Reply,
     RetryPolicy,
-    Transport,
+    Sender,
 )
 
 API_KEY_ENV = "DECISION_API_KEY"
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # Ctrl-C: the same command resumes
 DEFAULT_CAPACITY_WAIT_S = 900.0  # a components endpoint at zero answers minutes after its first refusal
 CAPACITY_INTERVAL_S = 15.0  # between asks while it scales from zero (the client package's default)
 
@@ -74,7 +77,11 @@ def add_target(parser: argparse.ArgumentParser, *, required: bool = True) -> Non
         default=os.environ.get(API_KEY_ENV),
         help=f"sent as 'Authorization: Bearer KEY' with --url (default: ${API_KEY_ENV})",
     )
-    group.add_argument(
+    add_timeout(group)
+
+
+def add_timeout(parser: Any) -> None:
+    parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for one answer (default %(default)s)"
     )
 
@@ -115,26 +122,47 @@ def transport(
     url: str | None = None,
     endpoint: str | None = None,
     component: str | None = None,
-) -> Transport:
+    target_variant: str | None = None,
+) -> Sender:
     """The transport to the target `add_target` declared, or to `url` / `endpoint` (and its `component`: bench's
-    second target)."""
+    second target; its `target_variant`: check-deployed's variants)."""
     if url is None and endpoint is None:
         url, endpoint, component = args.url, args.sagemaker_endpoint, args.inference_component
     if url:
         if component:
             raise UsageError("--inference-component names a SageMaker component; --url reaches an adapter directly")
-        return HttpTransport(
+        return HttpSender(
             url, route=args.route, api_key=args.api_key, timeout_s=args.timeout, max_connections=max_connections
         )
     assert endpoint is not None
-    return RealTimeEndpointTransport(
+    return RealTimeEndpointSender(
         endpoint,
         region=args.region,
         timeout_s=args.timeout,
         max_connections=max_connections,
+        target_variant=target_variant,
         inference_component=component,
         capacity_wait=capacity_wait(args),
     )
+
+
+def add_review_input_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--review-input-flags",
+        metavar="FLAGS",
+        type=input_flags_arg,
+        help="with --write-policy: send answers raising these input flags to review whatever their confidence, "
+        f"comma-separated ({', '.join(INPUT_FLAGS)}), or 'none'; default: as the previous policy (docs/security.md)",
+    )
+
+
+def input_flags_arg(text: str) -> list[str]:
+    """--review-input-flags: input flags by name, comma-separated, or 'none'."""
+    flags = [] if text == "none" else [f.strip() for f in text.split(",") if f.strip()]
+    unknown = sorted(set(flags) - set(INPUT_FLAGS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown input flags {unknown}; known: {', '.join(INPUT_FLAGS)} or none")
+    return flags
 
 
 def add_retry(parser: argparse.ArgumentParser) -> None:

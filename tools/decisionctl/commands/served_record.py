@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from decisionctl.commands.options import EXIT_FAILED, say
+from decisionctl.evaluation_record import RECORD_OUTPUT
 from decisionctl.review import served
-from stacks.evaluation_config import RECORD_OUTPUT
 
 NAME = "served-record"
 HELP = "write the evaluation record a deployed stack serves (by its EvaluationRecordSha256), found in git history"
@@ -36,15 +35,9 @@ def run(args: argparse.Namespace) -> int:
 
 def write(args: argparse.Namespace, *, cloudformation: Any) -> int:
     """The command with the client given (run builds it; tests pass a stubbed one)."""
-    sha256 = served.served_sha256(cloudformation, args.stack)
-    if sha256 is None:
-        say(f"{args.stack} serves no recorded evaluation yet (no stack or no {RECORD_OUTPUT}): nothing written")
-        return 0
     try:
-        revision, data = served.version_with(Path(args.record), sha256)
+        say(served.write_served_record(args.stack, args.record, args.out, cloudformation=cloudformation))
     except served.ServedError as exc:
         say(str(exc))
         return EXIT_FAILED
-    Path(args.out).write_bytes(data)
-    say(f"{args.stack} serves {args.record} as of {revision[:12]} (sha256 {sha256}): wrote {args.out}")
     return 0

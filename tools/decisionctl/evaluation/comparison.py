@@ -22,28 +22,11 @@ from typing import Any
 from decisionctl import plots
 from decisionctl.evaluation import metrics
 from decisionctl.evaluation.cases import Prediction
+from decisionctl.evaluation.identity import IDENTITY_FIELDS
 from decisionctl.evaluation.scoring import PREDICTIONS, RESULTS, PredictionLog
 
 COMPARISON_JSON = "comparison.json"
 COMPARISON_PNG = "comparison.png"
-# run identity fields worth naming when they differ (x_run, decision-api.md)
-IDENTITY_FIELDS = (
-    "model_file",
-    "model_sha256",
-    "llama_cpp_python",
-    "llama_cpp_build",
-    "adapter",
-    "image_digest",
-    "instance_types",
-    "hardware",
-    "n_gpu_layers",
-    "prompt_template",
-    "order_debias",
-    "order_debias_mode",
-    "order_debias_tolerance",
-    "calibration",
-    "policy",
-)
 
 
 class CompareError(ValueError):
@@ -297,7 +280,7 @@ def compare(base: EvaluationRun, new: EvaluationRun, *, threshold: float | None 
     return Comparison(report, pairs, threshold)
 
 
-def write_report(result: Comparison, out: Path) -> list[Path]:
+def write_comparison(result: Comparison, out: Path) -> list[Path]:
     """comparison.json and the scatter of each case's probability before and after, in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     json_path, png_path = out / COMPARISON_JSON, out / COMPARISON_PNG
@@ -312,3 +295,12 @@ def write_report(result: Comparison, out: Path) -> list[Path]:
         threshold=result.threshold,
     )
     return [json_path, png_path]
+
+
+def compare_runs(
+    base: Path, new: Path, out: Path, *, threshold: float | None, top: int
+) -> tuple[Comparison, list[Path]]:
+    """The compare use case: two evaluate directories compared, and comparison.json and .png written into `out`
+    (CompareError where a directory holds no finished evaluation or the runs share no case)."""
+    result = compare(load_run(base), load_run(new), threshold=threshold, top=top)
+    return result, write_comparison(result, out)

@@ -10,19 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.manifest import sha256_file
 from decision_adapter.schemas import RunRecord
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from decisionctl import plots, tables
-from decisionctl.certification import bands
+from decisionctl import plots
 from decisionctl.evaluation import metrics, temperatures
 from decisionctl.evaluation.cases import (
     Case,
@@ -32,7 +30,7 @@ from decisionctl.evaluation.cases import (
     read_response,
     run_fingerprint,
 )
-from decisionctl.transport import Reply, RetryPolicy, Transport, send_with_retries
+from decisionctl.transport import Reply, RetryPolicy, Sender, send_with_retries
 
 PREDICTIONS = "predictions.jsonl"
 IDENTITY = "identity.json"
@@ -40,7 +38,6 @@ RESULTS = "results.json"
 RELIABILITY_PNG = "reliability.png"
 HISTOGRAM_PNG = "confidence_hist.png"
 HELDOUT_PNG = "reliability_heldout.png"
-AUTOMATION_DIR = "automation"  # one figure per band: automated share against error, bound and threshold
 
 
 class IdentityChanged(RuntimeError):
@@ -101,7 +98,7 @@ class Run:
     hardware: dict[str, dict[str, Any]] = field(default_factory=dict)  # per case sent: the x_run hardware that answered
 
 
-def _score(transport: Transport, case: Case, policy: RetryPolicy) -> tuple[Case, Reply]:
+def _score(transport: Sender, case: Case, policy: RetryPolicy) -> tuple[Case, Reply]:
     reply, _ = send_with_retries(transport, case.request(), policy)
     return case, reply
 
@@ -146,7 +143,7 @@ def _saved_and_pending(cases: Sequence[Case], log: PredictionLog) -> tuple[list[
 
 def score_cases(
     cases: Sequence[Case],
-    transport: Transport | None,
+    transport: Sender | None,
     out: Path,
     *,
     concurrency: int = 1,
@@ -212,50 +209,23 @@ def score_cases(
     return run
 
 
-def results(
-    run: Run,
-    cases: Sequence[Case] | int,
-    cases_path: Path,
-    *,
-    target_accuracy: float,
-    min_support: int,
-    review_accuracy: float = 0.5,
-    max_error: float = 0.05,
-    confidence: float = 0.95,
-) -> dict[str, Any]:
-    """results.json: metrics, coverage, the point-estimate recommendation, and what is certified at
-    `max_error` with probability `confidence` (per question where the cases are given, per type, overall)."""
-    count = cases if isinstance(cases, int) else len(cases)  # a count: bulk runs never hold every case
-    keys = None if isinstance(cases, int) else bands.question_keys(cases)
-    return {
-        "cases_file": str(cases_path),
-        "cases_sha256": sha256_file(cases_path),
-        "cases": count,
-        "scored": len(run.predictions),
-        "complete": len(run.predictions) == count,
-        "sent_this_run": run.sent,
-        "reused_from_earlier_runs": run.skipped,
-        "identity": run.identity,
-        "confidence": "probability of the predicted option; noul: max(p, 1 - p) with yes predicted when p >= 0.5",
-        "brier": "mean over cases of the sum over declared options of (p - y)^2 (noul: yes and no), range 0..2",
-        **metrics.report(run.predictions, target_accuracy, min_support=min_support, review_accuracy=review_accuracy),
-        "certification": bands.report(
-            run.predictions,
-            keys,
-            max_error=max_error,
-            confidence=confidence,
-            review_accuracy=review_accuracy,
-            min_support=min_support,
-        ),
-        "predictions": [p.to_json() for p in run.predictions],
-        "errors": run.errors,
-    }
-
-
 def write_results(out: Path, results: dict[str, Any]) -> Path:
     path = out / RESULTS
     path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
+
+
+def reliability(preds: Sequence[Prediction]) -> plots.Reliability:
+    """A reliability diagram's series: the predictions' ECE and their confidence bins."""
+    bins = metrics.reliability_bins(preds)
+    return plots.Reliability(
+        cases=len(preds),
+        ece=metrics.ece(preds),
+        lower=[b.lower for b in bins],
+        count=[b.count for b in bins],
+        accuracy=[b.accuracy for b in bins],
+        mean_confidence=[b.mean_confidence for b in bins],
+    )
 
 
 def write_plots(out: Path, preds: Sequence[Prediction], recommendation: dict[str, Any]) -> list[Path]:
@@ -263,35 +233,19 @@ def write_plots(out: Path, preds: Sequence[Prediction], recommendation: dict[str
     series = {"all types": preds, **metrics.by_type(preds)}
     plots.reliability_diagram(
         out / RELIABILITY_PNG,
-        series,
+        {label: reliability(members) for label, members in series.items()},
         title=f"Reliability, {len(preds)} cases ({model})",
         threshold=recommendation.get("automate_at_or_above"),
     )
     plots.confidence_histogram(
         out / HISTOGRAM_PNG,
-        preds,
+        [p.confidence for p in preds if p.correct],
+        [p.confidence for p in preds if not p.correct],
         title=f"Confidence of the predicted option ({model})",
         threshold=recommendation.get("automate_at_or_above"),
         review_band=recommendation.get("review_band"),
     )
     return [out / RELIABILITY_PNG, out / HISTOGRAM_PNG]
-
-
-def write_automation_plots(out: Path, certification: Mapping[str, Any]) -> list[Path]:
-    """OUT/automation/<band>.png for every question and type band: automated share against error."""
-    folder = out / AUTOMATION_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    e, c = certification["max_error"], certification["confidence"]
-    bands = {
-        **{f"{q['type']}-{key}": (tables.question_name(key, q), q) for key, q in certification["questions"].items()},
-        **{f"type-{t}": (f"{t} (type band)", b) for t, b in certification["types"].items()},
-    }
-    written = []
-    for stem, (name, band) in bands.items():
-        path = folder / f"{stem}.png"
-        plots.automation_curve(path, band, title=f"{name}: {band['cases']} cases", max_error=e, confidence=c)
-        written.append(path)
-    return written
 
 
 def fit_calibration(
@@ -302,7 +256,7 @@ def fit_calibration(
     before, after = fitted.pop("heldout_before"), fitted.pop("heldout_after")
     plots.reliability_diagram(
         out / HELDOUT_PNG,
-        {"held-out, as served": before, "held-out, fitted temperature": after},
+        {"held-out, as served": reliability(before), "held-out, fitted temperature": reliability(after)},
         title=f"Held-out part ({len(before)} cases): before and after temperature",
     )
     return fitted, temperatures.to_calibration(fitted, provenance)

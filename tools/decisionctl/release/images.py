@@ -4,7 +4,7 @@ The lookup is `ecr:BatchGetImage`, the call a `docker pull` makes to resolve a t
 pull permission the DLC registry already grants (DescribeImages is not part of a pull and is refused on
 other accounts' repositories). The registry is the environment's `dlc.registry_account` in its own region
 and, for another region (`--region`), that region's DLC account from the table synth checks cdk.json
-against (stacks/dlc_registry.py, plain data without CDK imports). cdk.json is edited as text: only the
+against (decisionctl/dlc_registry.py, plain data without CDK imports). cdk.json is edited as text: only the
 digest strings change, every other byte (formatting, key order, the feature flags) stays as it was.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stacks.dlc_registry import DLC_REGISTRY_ACCOUNTS, partition_of, registry_account
+from decisionctl.dlc_registry import DLC_REGISTRY_ACCOUNTS, partition_of, registry_account
 
 # cdk.json key under environments.<env>.dlc -> the DLC tag it pins.
 DLC_TAGS = {"cpu_digest": "server-sagemaker-cpu-v1", "cuda_digest": "server-sagemaker-cuda-v1"}

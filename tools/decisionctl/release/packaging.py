@@ -37,10 +37,9 @@ from decision_adapter.policy import Policy
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from stacks.evaluation_config import parse_record
+from decisionctl.evaluation_record import RECORD_NAME, parse_record
 
 TARBALL = "model.tar.gz"
-EVALUATION_NAME = "evaluation.json"  # decisionctl.review.record.RECORD_NAME: the artifact's evaluation record
 GGUF_MAGIC = b"GGUF"
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _COPY_CHUNK = 8 * 1024 * 1024
@@ -334,7 +333,7 @@ def upload_artifacts(packaged: Packaged, bucket: str, key: str, *, s3_client: An
 def _upload_evaluation(packaged: Packaged, bucket: str, prefix: str, s3_client: Any) -> None:
     """Put the artifact's evaluation record (decisionctl record-evaluation) beside manifest.json, if the directory
     holds one of this manifest; a record of another manifest stays behind, with a note."""
-    path = packaged.directory / EVALUATION_NAME
+    path = packaged.directory / RECORD_NAME
     if not path.is_file():
         return
     data = path.read_bytes()
@@ -348,6 +347,6 @@ def _upload_evaluation(packaged: Packaged, bucket: str, prefix: str, s3_client: 
             f"note: {path} is {why}; not uploaded: run `decisionctl record-evaluation` against this artifact"
         )
         return
-    evaluation_key = posixpath.join(prefix, EVALUATION_NAME)
+    evaluation_key = posixpath.join(prefix, RECORD_NAME)
     s3_client.put_object(Bucket=bucket, Key=evaluation_key, Body=data, ContentType="application/json")
     packaged.uploaded.append(f"s3://{bucket}/{evaluation_key}")

@@ -8,12 +8,16 @@ dropped from the suite moves no number; those cases are listed by id.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from decision_adapter.answer_settings import AnswerSettings
 
+from decisionctl.evaluation_record import UNGATED, DecisionGates
 from decisionctl.review import record as records
+from decisionctl.review import settings as review_settings
+from decisionctl.review import summary
 
 RUN_NOTED = (
     "model_sha256",
@@ -28,16 +32,6 @@ RUN_NOTED = (
     "calibration",
     "policy",
 )
-
-
-@dataclass(frozen=True)
-class Gates:
-    """Limits a diff must stay within; None: not gated."""
-
-    max_accuracy_drop_points: float | None = None
-    max_flips: int | None = None
-    max_ece_rise: float | None = None
-    band_bound: bool = True
 
 
 def max_delta(base: Mapping[str, Any], new: Mapping[str, Any]) -> float | None:
@@ -94,7 +88,7 @@ def diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     base_answers, new_answers = base["answers"], new["answers"]
     common = [cid for cid in base_answers if cid in new_answers]
     if not common:
-        raise records.RecordError("the two records have no case id in common: they are not of the same suite")
+        raise records.EvaluationRecordError("the two records have no case id in common: they are not of the same suite")
     b = {cid: base_answers[cid] for cid in common}
     n = {cid: new_answers[cid] for cid in common}
     deltas = [d for cid in common if (d := max_delta(b[cid], n[cid])) is not None]
@@ -125,7 +119,7 @@ def diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def failures(report: Mapping[str, Any], gates: Gates) -> list[str]:
+def failures(report: Mapping[str, Any], gates: DecisionGates) -> list[str]:
     """Each gate the diff fails, as a sentence with the numbers."""
     failed = []
     before, after = report["metrics"]["base"]["overall"], report["metrics"]["new"]["overall"]
@@ -168,3 +162,42 @@ def _band_failures(bands: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 f"(were {row['errors']['base'] or 0})"
             )
     return failed
+
+
+@dataclass(frozen=True)
+class Review:
+    """A decision diff as the command reports it: the Markdown, the JSON report and the gates that failed; or why
+    the two records could not be compared (`refused`)."""
+
+    markdown: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    refused: str | None = None
+
+
+def review_records(
+    base_path: Path,
+    new_path: Path,
+    *,
+    env: str | None,
+    cdk_json: Path,
+    overrides: Mapping[str, Any],
+    missing_base_is_new: bool,
+    title: str,
+) -> Review:
+    """The decision-diff use case: the gates (cdk.json's for `env`, else none but the band bound, each of
+    `overrides` replacing one), both records read and diffed; a missing base with `missing_base_is_new` reports
+    the candidate alone, ungated. EvaluationRecordError where the candidate cannot be read."""
+    limits = review_settings.load(cdk_json, env).gates if env else UNGATED
+    for name, value in overrides.items():
+        limits = limits.model_copy(update={name: value})
+    new = records.read(new_path)
+    if not base_path.exists() and missing_base_is_new:
+        text = summary.new_record(new, title=title, base=str(base_path))
+        return Review(text, {"base": None, "new": new_path.name, "failed": []})
+    try:
+        report = diff(records.read(base_path), new)
+    except records.EvaluationRecordError as exc:
+        return Review(refused=str(exc))
+    failed = failures(report, limits)
+    return Review(summary.decision_diff(report, failed, title=title), {**report, "failed": failed}, failed)

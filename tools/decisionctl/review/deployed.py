@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ from decision_adapter.answer_settings import contradictions, run_answer_settings
 
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import Case
+from decisionctl.evaluation_record import EvaluationTolerance
 from decisionctl.review import decision_diff
 from decisionctl.review import record as records
-from decisionctl.transport import RetryPolicy, Transport
-from stacks.evaluation_config import EvaluationTolerance
+from decisionctl.review import settings as review_settings
+from decisionctl.transport import RetryPolicy, Sender
 
 IN_SERVICE = "InService"
 # The decision sections' outputs of the Serving stack (serving_stack.py: f"{section.capitalize()}EndpointName").
@@ -32,7 +34,8 @@ COMPONENT_OUTPUTS = {"CpuEndpointName": "CpuInferenceComponentName", "GpuEndpoin
 REPORTED = ("instance_types", "hardware", "llama_cpp_build", "n_gpu_layers", "adapter")  # from x_run, per variant
 MAX_ERRORS_SHOWN = 5
 
-TransportFor = Callable[[str, str], Transport]  # (endpoint, variant) -> a transport to that variant
+TransportFor = Callable[[str, str], Sender]  # (endpoint, variant) -> a transport to that variant
+SenderFor = Callable[[str, str, str | None], Sender]  # (endpoint, variant, its inference component or None)
 
 
 class DeployedError(ValueError):
@@ -69,6 +72,22 @@ def components_from_outputs(path: Path, environment: str) -> dict[str, str]:
         for endpoint, component in COMPONENT_OUTPUTS.items()
         if endpoint in outputs and component in outputs
     }
+
+
+def component_names(
+    endpoints: Sequence[str] | None, outputs: Path | None, environment: str, component: str | None
+) -> dict[str, str]:
+    """Endpoint -> inference component: `component` for the one endpoint given, or the outputs file's (none where
+    the file cannot be read: check_environment says what is wrong with it)."""
+    if component:
+        assert endpoints is not None and len(endpoints) == 1  # the command refuses it otherwise
+        return {endpoints[0]: component}
+    if outputs:
+        try:
+            return components_from_outputs(outputs, environment)
+        except (OSError, ValueError, KeyError):
+            return {}
+    return {}
 
 
 def artifact_mismatches(identity: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
@@ -173,7 +192,7 @@ def check_variant(
     record: Mapping[str, Any],
     cases: Sequence[Case],
     tolerance: EvaluationTolerance,
-    transport: Transport,
+    transport: Sender,
     out: Path,
     policy: RetryPolicy | None = None,
 ) -> dict[str, Any]:
@@ -284,3 +303,52 @@ def check(
         "endpoints": checked,
         "passed": passed,
     }
+
+
+@dataclass(frozen=True)
+class DeployedCheck:
+    """What check-deployed checks: the environment (its suite, record and tolerance in cdk.json), the endpoints named
+    or those in cdk deploy's outputs file, the one endpoint's inference component, where predictions go."""
+
+    environment: str
+    cdk_json: Path
+    endpoints: Sequence[str] | None
+    outputs: Path | None
+    component: str | None
+    out: Path
+    retry: RetryPolicy
+
+
+def check_environment(
+    asked: DeployedCheck, *, sagemaker: Any, sender_for: SenderFor, say: Callable[[str], None]
+) -> dict[str, Any] | None:
+    """The check-deployed use case: every endpoint asked about (each components endpoint through its inference
+    component) checked against the record (`check`); None where the record or the endpoints cannot be read, said
+    why."""
+    environment, endpoints, outputs = asked.environment, asked.endpoints, asked.outputs
+    components = component_names(endpoints, outputs, environment, asked.component)
+
+    def transport_for(endpoint: str, variant: str) -> Sender:
+        return sender_for(endpoint, variant, components.get(endpoint))
+
+    settings = review_settings.load(asked.cdk_json, environment)
+    _, cases = settings.read_suite()
+    try:
+        record = records.read(settings.record)
+        named = endpoints or endpoints_from_outputs(outputs or Path(), environment)
+    except (records.EvaluationRecordError, DeployedError) as exc:
+        say(str(exc))
+        return None
+    return check(
+        named,
+        environment=environment,
+        record_path=settings.record,
+        record=record,
+        cases=cases,
+        tolerance=settings.evaluation.tolerance,
+        sagemaker=sagemaker,
+        transport_for=transport_for,
+        out=asked.out,
+        policy=asked.retry,
+        say=say,
+    )

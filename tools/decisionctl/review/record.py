@@ -24,16 +24,13 @@ from decisionctl.certification.bounds import upper_bound
 from decisionctl.certification.policies import PolicyRefused, check_run_served
 from decisionctl.evaluation import metrics
 from decisionctl.evaluation.cases import Prediction
-from decisionctl.evaluation.comparison import IDENTITY_FIELDS
-from decisionctl.release.packaging import EVALUATION_NAME
-from stacks.evaluation_config import RECORD_SCHEMA as SCHEMA
-from stacks.evaluation_config import parse_record
+from decisionctl.evaluation.identity import IDENTITY_FIELDS
+from decisionctl.evaluation_record import RECORD_SCHEMA, parse_record
 
-RECORD_NAME = EVALUATION_NAME  # beside manifest.json, in the artifact directory and in S3
 RUN_FIELDS = (*IDENTITY_FIELDS, "state_boundary")
 
 
-class RecordError(ValueError):
+class EvaluationRecordError(ValueError):
     """A record that cannot be written (the endpoint served another artifact) or read (not a record)."""
 
 
@@ -43,22 +40,22 @@ def sha256_bytes(data: bytes) -> str:
 
 def check_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None:
     """The endpoint served this manifest: its model, its calibration, its policy and the answer settings it records
-    (its block and its policy's modes); RecordError otherwise."""
+    (its block and its policy's modes); EvaluationRecordError otherwise."""
     try:
         check_run_served(identity, manifest)
     except PolicyRefused as exc:
-        raise RecordError(str(exc)) from exc
+        raise EvaluationRecordError(str(exc)) from exc
     served = (identity or {}).get("policy")
     wanted = manifest.policy.version if manifest.policy else None
     if served != wanted:
-        raise RecordError(
+        raise EvaluationRecordError(
             f"the endpoint served policy {served or 'none'}, but the artifact's manifest holds {wanted or 'none'}: "
             "restart the adapter on this artifact and record again"
         )
     contradicted = contradictions(run_answer_settings(identity or {}), manifest.recorded_answer_settings())
     if contradicted:
         listed = ", ".join(f"{name} {mine} (the artifact's: {its})" for name, (mine, its) in contradicted.items())
-        raise RecordError(
+        raise EvaluationRecordError(
             f"the endpoint served other answer settings than the artifact records: {listed}; restart the adapter on "
             "this artifact (it adopts them) and record again"
         )
@@ -192,7 +189,7 @@ def build(
     answers = {p.id: answer(p, case_sha256[p.id], manifest.policy, keys.get(p.id)) for p in predictions}
     run = identity or {}
     return {
-        "schema": SCHEMA,
+        "schema": RECORD_SCHEMA,
         "created": created.isoformat(timespec="seconds"),
         "artifact": {
             "model_file": manifest.model_file,
@@ -217,20 +214,20 @@ def dumps(record: Mapping[str, Any]) -> bytes:
 
 
 def read(path: Path) -> dict[str, Any]:
-    """A record from disk; RecordError names the file and what is wrong with it."""
+    """A record from disk; EvaluationRecordError names the file and what is wrong with it."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise RecordError(f"{path}: no such file; write it with `decisionctl record-evaluation`") from None
+        raise EvaluationRecordError(f"{path}: no such file; write it with `decisionctl record-evaluation`") from None
     except OSError as exc:
-        raise RecordError(f"{path}: not readable ({exc})") from exc
+        raise EvaluationRecordError(f"{path}: not readable ({exc})") from exc
     record, malformed = parse_record(data)
     if record is None:
-        raise RecordError(f"{path}: not an evaluation record ({malformed})")
+        raise EvaluationRecordError(f"{path}: not an evaluation record ({malformed})")
     answers = record.get("answers")
     if not isinstance(answers, dict) or not answers:
-        raise RecordError(f"{path}: the record has no answers")
+        raise EvaluationRecordError(f"{path}: the record has no answers")
     for cid, a in answers.items():
         if not isinstance(a, dict) or not {"type", "options", "probs", "picked", "expected"} <= a.keys():
-            raise RecordError(f"{path}: case {cid!r} is not a recorded answer")
+            raise EvaluationRecordError(f"{path}: case {cid!r} is not a recorded answer")
     return record

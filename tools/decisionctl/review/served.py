@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from decisionctl.evaluation_record import RECORD_OUTPUT
 from decisionctl.review import record as records
-from stacks.evaluation_config import RECORD_OUTPUT
 
 
 class ServedError(ValueError):
@@ -61,3 +61,15 @@ def version_with(path: Path, sha256: str) -> tuple[str, bytes]:
         f"no version of {relative} in the {len(revisions)} commits of its history here has sha256 {sha256}, the "
         "record the stack serves: a shallow clone holds too little history (check out with fetch-depth: 0)"
     )
+
+
+def write_served_record(stack: str, record: str, out: str, *, cloudformation: Any) -> str:
+    """The served-record use case: the version of the record at path `record` the stack serves written to `out`;
+    what happened, as text (nothing written where the stack serves no record yet); ServedError where no version has
+    its sha256."""
+    sha256 = served_sha256(cloudformation, stack)
+    if sha256 is None:
+        return f"{stack} serves no recorded evaluation yet (no stack or no {RECORD_OUTPUT}): nothing written"
+    revision, data = version_with(Path(record), sha256)
+    Path(out).write_bytes(data)
+    return f"{stack} serves {record} as of {revision[:12]} (sha256 {sha256}): wrote {out}"

@@ -10,8 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from decisionctl.evaluation.cases import Case, parse_cases
-from decisionctl.review.decision_diff import Gates
-from stacks.evaluation_config import EvaluationConfig
+from decisionctl.evaluation_record import DecisionGates, EvaluationConfig
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,8 @@ class Settings:
         return self.root / self.evaluation.record
 
     @property
-    def gates(self) -> Gates:
-        g = self.evaluation.gates
-        return Gates(g.max_accuracy_drop_points, g.max_flips, g.max_ece_rise, g.band_bound)
+    def gates(self) -> DecisionGates:
+        return self.evaluation.gates
 
 
 def load(cdk_json: Path, environment: str) -> Settings:
