@@ -1,15 +1,20 @@
-"""decisionctl's layout (issue 32), read from the source: packages by job, thin commands, one module of terminal
-tables, and none of the adapter's serving modules pulled into the CLI. The cycle check and the 400-line limit
+"""decisionctl's layout (issues 32 and 39), read from the source: packages by job that import each other in no circle
+and import no stack, commands that are a page of arguments around one use case, one module of terminal tables,
+and none of the adapter's serving modules pulled into the CLI. The module-level cycle check and the 400-line limit
 over the whole project are tests/adapter/test_import_graph.py's; this file reads the same graph."""
 
 from __future__ import annotations
 
 import ast
+from functools import cache
 
 from tests.adapter.test_import_graph import GRAPH, MODULES
 
 JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review"}
-SHARED = {"cli", "commands", "tables", "plots", "transport", "readback"}  # what several jobs and commands use
+# what several jobs and commands use; evaluation_record and dlc_registry are read by synth (the stacks) too
+SHARED = {"cli", "commands", "tables", "plots", "transport", "readback", "evaluation_record", "dlc_registry"}
+RENDERERS = {"decisionctl.tables", "decisionctl.review.summary"}  # what a command prints with: text, not work
+COMMAND_LINES = 80
 SERVING = {"engine", "runtime", "service", "app", "handlers", "serve", "admission", "answers", "bulk", "state_cache"}
 
 
@@ -43,3 +48,112 @@ def test_the_cli_does_not_import_the_adapters_serving_modules() -> None:
     pulled = set().union(*(closure(m) for m in MODULES if m.startswith("decisionctl.")))
     adapter = {m.split(".")[1] for m in pulled if m.startswith("decision_adapter.")}
     assert adapter & SERVING == set(), sorted(adapter & SERVING)
+
+
+def package(module: str) -> str:
+    """The job package or shared module a decisionctl module is in (decisionctl.review.record: decisionctl.review)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_decisionctl_packages_import_each_other_in_no_circle() -> None:
+    """A package that needs another's constant and is needed by it is one package in two folders: the constant goes
+    in a leaf module (evaluation.identity, evaluation_record) and certification runs after scoring, never inside it."""
+    edges = {
+        (package(m), package(d))
+        for m, deps in GRAPH.items()
+        if m.startswith("decisionctl.")
+        for d in deps
+        if d.startswith("decisionctl.") and package(m) != package(d)
+    }
+    above: dict[str, set[str]] = {}
+    for a, b in edges:
+        above.setdefault(a, set()).add(b)
+
+    def below(p: str, seen: set[str]) -> set[str]:
+        for q in above.get(p, set()) - seen:
+            seen.add(q)
+            below(q, seen)
+        return seen
+
+    circles = sorted(p for p in above if p in below(p, set()))
+    assert circles == [], circles
+
+
+def test_decisionctl_imports_no_stack() -> None:
+    """The record's format and the DLC registries are decisionctl's leaf modules that synth reads, not the reverse:
+    the CLI's wheel needs none of stacks/."""
+    pulled = {
+        (m, d) for m, deps in GRAPH.items() if m.startswith("decisionctl") for d in deps if d.startswith("stacks")
+    }
+    assert pulled == set()
+
+
+@cache
+def _functions(module: str) -> frozenset[str]:
+    tree = ast.parse(MODULES[module].read_text())
+    return frozenset(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
+
+
+def use_cases_called(source: str) -> set[str]:
+    """The functions of decisionctl's packages (not the commands' shared options, not the renderers) that a command
+    module's code calls, as module.function: a call through a module (`deployed.check_environment(...)`) or through
+    a name imported from one. Classes (options, results) and exceptions are not calls of work."""
+    tree = ast.parse(source)
+    names: dict[str, str] = {}  # local name -> the module, or module.attribute, it stands for
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("decisionctl"):
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            names.update({a.asname or a.name: a.name for a in node.names if a.name.startswith("decisionctl")})
+    called = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in names:
+            target = names[func.id]
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in names:
+            target = f"{names[func.value.id]}.{func.attr}"
+        else:
+            continue
+        module, _, name = target.rpartition(".")
+        work = not module.startswith("decisionctl.commands") and module not in RENDERERS
+        if work and module in MODULES and target not in MODULES and name in _functions(module):
+            called.add(target)
+    return called
+
+
+def command_modules() -> dict[str, str]:
+    return {
+        m: MODULES[m].read_text()
+        for m in MODULES
+        if m.startswith("decisionctl.commands.") and m not in {"decisionctl.commands.options"}
+    }
+
+
+def test_every_command_is_a_page_of_arguments_around_one_use_case() -> None:
+    """A command parses its arguments, builds plain options, calls one use-case function of a package and prints
+    what it returns; a workflow in a command module is one no other caller (a test, a script) can reach."""
+    long = {m: n for m, text in command_modules().items() if (n := len(text.splitlines())) >= COMMAND_LINES}
+    assert long == {}, f"command modules of {COMMAND_LINES} lines or more: {long}"
+    calls = {m: sorted(use_cases_called(text)) for m, text in command_modules().items()}
+    assert {m: c for m, c in calls.items() if len(c) != 1} == {}
+
+
+def test_a_command_with_a_workflow_is_seen() -> None:
+    """The check above can fail: a command that runs two steps of a workflow itself is found (evaluate did, with
+    16 calls into 4 modules, before issue 39)."""
+    source = (
+        "from decisionctl.evaluation import scoring\n"
+        "from decisionctl.certification.bands import question_keys\n"
+        "from decisionctl import tables\n"
+        "def run(args):\n"
+        "    run = scoring.score_cases([], None, args.out)\n"
+        "    print(tables.evaluation(question_keys([])))\n"
+        "    raise scoring.NotScored('x')\n"
+    )
+    assert use_cases_called(source) == {
+        "decisionctl.evaluation.scoring.score_cases",
+        "decisionctl.certification.bands.question_keys",
+    }
