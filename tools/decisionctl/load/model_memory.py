@@ -12,7 +12,7 @@ SERVERLESS_MEMORY_MB = (1024, 6144)  # ServerlessConfig.MemorySizeInMB's range, 
 # measured 100-188 MB on the bundled model and 184 MB on Gemma 3 270M (BENCHMARKS.md, "Cold start"), taken with
 # headroom for larger models' compute buffers.
 RUNTIME_OVERHEAD_MB = 512
-# The adapter's default state cache holds this many contexts' worth of KV (decision_adapter.service, capped 1 GiB).
+# The adapter's default state cache holds this many contexts' worth of KV (decision_adapter.loading, capped 1 GiB).
 STATE_CACHE_CONTEXTS = 2
 STATE_CACHE_CAP_BYTES = 1 << 30
 MISSING_FOOTPRINT = (
