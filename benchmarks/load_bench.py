@@ -413,7 +413,7 @@ def main() -> int:
             t0 = time.perf_counter()
             report["chat_lane"] = bench_lane(Path(tmp), plan)
             print(f"\nlane ({time.perf_counter() - t0:.0f} s)\n" + lane_table(report["chat_lane"]))
-    written = runs.write_report(args.out, report)
+    written = runs.write_bench(args.out, report)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 

@@ -23,7 +23,7 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 from decisionctl import cli
 from decisionctl.bulk import aws_calls, jobs
-from decisionctl.bulk.records import PartAnswers, RecordError, chunks, join, read_records, scan
+from decisionctl.bulk.records import InputRecordError, PartAnswers, chunks, join, read_records, scan
 from decisionctl.bulk.run_state import ANSWERS, EVALUATE_DIR, BatchRunError, RunState, new_run_name
 from decisionctl.evaluation import comparison
 from decisionctl.load.prices import PriceTable
@@ -203,7 +203,7 @@ def test_answers_join_by_position_and_check_the_echoed_id(tmp_path: Path) -> Non
     assert joined[0]["id"] == "t-0" and "answers" in joined[0]
     assert joined[1]["error"]["error_type"] == "answer_mismatch" and joined[1]["id"] == 4
     assert joined[2]["error"] == {"error_type": "missing_answer", "message": "gone", "status": 0}
-    with pytest.raises(RecordError, match="more records"):
+    with pytest.raises(InputRecordError, match="more records"):
         list(join(records, [PartAnswers(1, [json.dumps(good).encode()])]))
 
 

@@ -25,7 +25,7 @@ ANSWER_MISMATCH = "answer_mismatch"
 UNREADABLE_ANSWER = "unreadable_answer"
 
 
-class RecordError(ValueError):
+class InputRecordError(ValueError):
     """An input file that cannot be run, with the line that says why."""
 
 
@@ -59,14 +59,14 @@ def read_records(path: Path) -> Iterator[InputRecord]:
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise RecordError(f"line {line_no}: not JSON ({exc.msg})") from None
+                raise InputRecordError(f"line {line_no}: not JSON ({exc.msg})") from None
             if not isinstance(data, dict):
-                raise RecordError(f"line {line_no}: a record is a JSON object")
+                raise InputRecordError(f"line {line_no}: a record is a JSON object")
             is_case = "question" in data and "expected" in data
             if labeled is None:
                 labeled = is_case
             elif labeled != is_case:
-                raise RecordError(
+                raise InputRecordError(
                     f"line {line_no}: the file mixes labeled cases (question, expected) and decision bodies"
                 )
             yield _case_record(line_no, data) if is_case else _body_record(line_no, data)
@@ -79,12 +79,12 @@ def _case_record(line_no: int, data: dict[str, Any]) -> InputRecord:
 
 def _body_record(line_no: int, data: dict[str, Any]) -> InputRecord:
     if "questions" not in data:
-        raise RecordError(
+        raise InputRecordError(
             f"line {line_no}: neither a decision body (with questions) nor a labeled case (with question, expected)"
         )
     record_id = data.get("id", line_no)
     if record_id is not None and not isinstance(record_id, _SCALARS):
-        raise RecordError(f"line {line_no}: 'id' must be a JSON scalar (string, number, boolean or null)")
+        raise InputRecordError(f"line {line_no}: 'id' must be a JSON scalar (string, number, boolean or null)")
     return InputRecord(line_no, record_id, {"id": record_id, **{k: v for k, v in data.items() if k != "id"}}, None)
 
 
@@ -100,10 +100,10 @@ def scan(path: Path) -> InputSummary:
         if record.case is not None:
             labeled = True
             if record.case.id in seen:
-                raise RecordError(f"line {record.line_no}: duplicate case id {record.case.id!r}")
+                raise InputRecordError(f"line {record.line_no}: duplicate case id {record.case.id!r}")
             seen.add(record.case.id)
     if count == 0:
-        raise RecordError(f"{path}: no records")
+        raise InputRecordError(f"{path}: no records")
     return InputSummary(count, labeled, digest.hexdigest())
 
 
@@ -114,7 +114,9 @@ def chunks(records: Iterable[InputRecord], *, max_records: int, max_bytes: int) 
     for record in records:
         length = len(record.line())
         if length > max_bytes:
-            raise RecordError(f"line {record.line_no}: {length} bytes serialized, more than a part holds ({max_bytes})")
+            raise InputRecordError(
+                f"line {record.line_no}: {length} bytes serialized, more than a part holds ({max_bytes})"
+            )
         if part and (len(part) == max_records or size + length > max_bytes):
             yield part
             part, size = [], 0
@@ -155,7 +157,7 @@ def join(records: Iterable[InputRecord], parts: Iterable[PartAnswers]) -> Iterat
                 continue
             yield record, _checked(record, raw)
     if next(stream, None) is not None:
-        raise RecordError("the input file has more records than the run's parts: was it changed during the run?")
+        raise InputRecordError("the input file has more records than the run's parts: was it changed during the run?")
 
 
 def _checked(record: InputRecord, raw: bytes) -> dict[str, Any]:

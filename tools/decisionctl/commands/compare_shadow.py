@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+import dataclasses
 
-from decisionctl import tables
-from decisionctl.commands.options import EXIT_FAILED, say
-from decisionctl.traffic import capture, shadow
+from decisionctl.commands.options import say
+from decisionctl.traffic import shadow_job
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,27 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    def client() -> Any:
-        import boto3
-
-        return boto3.client("s3", region_name=args.region)
-
-    try:
-        base = capture.read_sources([args.base], s3_client=client)
-        if args.new is None:
-            production, candidate = shadow.split_variants(base.answers, args.production_variant)
-        else:
-            new = capture.read_sources([args.new], s3_client=client)
-            production, candidate = shadow.side_of("base", base.answers), shadow.side_of("new", new.answers)
-        report = shadow.compare(production, candidate, top=args.top)
-    except (capture.CaptureError, shadow.ShadowError) as exc:
-        say(str(exc))
-        return EXIT_FAILED
-    path = shadow.write_report(report, Path(args.out))
-    print(tables.shadow_comparison(report))
-    print(f"wrote {path}")
-    limit = args.max_changed_rate
-    if limit is not None and report["disagreement_rate"] > limit:
-        say(f"{tables.pct(report['disagreement_rate'])} of answers disagree, more than --max-changed-rate {limit}")
-        return EXIT_FAILED
-    return 0
+    fields = dataclasses.fields(shadow_job.ShadowOptions)
+    options = shadow_job.ShadowOptions(**{f.name: getattr(args, f.name) for f in fields})
+    result = shadow_job.compare_shadow(options, say=say)
+    print(result.text, end="")
+    return result.status

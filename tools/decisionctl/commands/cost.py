@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+import dataclasses
 
-from decisionctl import plots, tables
 from decisionctl.commands.options import UsageError
-from decisionctl.load import costs
-from decisionctl.load.prices import BUILTIN, load_prices
+from decisionctl.load import cost_job
+from decisionctl.load.costs import PROFILES
+from decisionctl.load.prices import BUILTIN
 
 NAME = "cost"
 HELP = "monthly cost of each hosting mode (instances, components, serverless) for a traffic profile; break-even"
@@ -27,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", default="dev", help="the environment in cdk.json whose sections to price (dev)")
     p.add_argument("--cdk-json", default="cdk.json", metavar="PATH", help="the project's cdk.json (./cdk.json)")
     shape = p.add_mutually_exclusive_group()
-    shape.add_argument("--profile", choices=sorted(costs.PROFILES), help="a shipped profile (dev-office-hours)")
+    shape.add_argument("--profile", choices=sorted(PROFILES), help="a shipped profile (dev-office-hours)")
     shape.add_argument(
         "--per-hour", type=float, nargs=24, metavar="N", help="your own profile: 24 decisions-per-hour values, 00-23"
     )
@@ -55,37 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.per_hour is not None:
-        profile = costs.Profile("yours", "decisions per hour from --per-hour", tuple(args.per_hour))
-    else:
-        profile = costs.PROFILES[args.profile or "dev-office-hours"]
-    environments = json.loads(Path(args.cdk_json).read_text(encoding="utf-8"))["context"]["environments"]
-    if args.env not in environments:
-        raise UsageError(f"--env {args.env}: no such environment in {args.cdk_json} ({', '.join(environments)})")
-    sections = costs.sections_of(environments[args.env])
-    assumptions = costs.Assumptions(
-        seconds_per_decision=args.seconds_per_decision,
-        wake_minutes=args.wake_minutes,
-        idle_minutes=args.idle_minutes,
-        kb_per_decision=args.kb_per_decision,
-        serverless_seconds_per_decision=args.serverless_seconds_per_decision,
-    )
-    prices = load_prices(args.prices)
-    rows, report = costs.report(profile, sections, prices, assumptions)
-    print(f"{profile.name}: {profile.description} ({profile.per_day:,.0f} decisions a day), {args.env}")
-    print(tables.costs(rows, prices.currency))
-    for section, best in report["recommended"].items():
-        print(
-            f"\n{section}: {best['mode']} is cheapest ({prices.currency} {best['monthly']:,.2f} a month, "
-            f"{best['saving']:,.2f} less than instances); its cost in waiting: {best['wait']}"
-        )
-    unchecked = "" if prices.checked else " (EXAMPLES, not checked against AWS)"
-    print(f"\nprices: {prices.source}, {prices.region}, {prices.date or 'undated'}{unchecked}; a month is 730 hours")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cost.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    panels = {s.name: costs.curves(profile, s, prices, assumptions) for s in sections}
-    title = f"{args.env}, {profile.name}: monthly cost by hosting mode"
-    plots.cost_plot(out / "cost.png", panels, at=profile.per_day, currency=prices.currency, title=title)
-    print(f"wrote {out / 'cost.json'}, {out / 'cost.png'}")
+    fields = dataclasses.fields(cost_job.CostOptions)
+    try:
+        print(cost_job.price_profile(cost_job.CostOptions(**{f.name: getattr(args, f.name) for f in fields})), end="")
+    except cost_job.UnknownEnvironment as exc:
+        raise UsageError(str(exc)) from None
     return 0

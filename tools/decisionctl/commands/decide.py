@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from functools import partial
 from pathlib import Path
 
-from decisionctl import tables
-from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, report_retry, retry_policy, say, transport
-from decisionctl.evaluation.cases import read_response
-from decisionctl.transport import send_with_retries
+from decisionctl.commands.options import add_retry, add_target, report_retry, retry_policy, say, transport
+from decisionctl.traffic import one_decision
 
 NAME = "decide"
 HELP = "send one decision request and print the answers"
@@ -31,32 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     text = sys.stdin.read() if args.request == "-" else Path(args.request).read_text(encoding="utf-8")
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as exc:
-        say(f"the request is not JSON: {exc.msg} (line {exc.lineno})")
-        return EXIT_FAILED
-    endpoint = transport(args, max_connections=1)
-    try:
-        reply, _ = send_with_retries(endpoint, body, retry_policy(args), on_retry=report_retry)
-    finally:
-        endpoint.close()
-    if not reply.ok:
-        say(reply.describe_error())
-        return EXIT_FAILED
-    body = reply.json()
-    if args.json:  # the reply as the server wrote it
-        print(json.dumps(body, indent=2, ensure_ascii=False))
-        return 0
-    try:
-        response = read_response(body)
-    except ValueError as exc:
-        say(f"the reply is not a decision response: {exc}")
-        return EXIT_FAILED
-    print(tables.answers(response))
-    print(f"\nmodel {response.model}, {response.usage.input_tokens} input tokens, {reply.latency_s:.3f} s")
-    if args.show_identity:
-        print("run identity (x_run):")
-        identity = response.x_run.model_dump(mode="json") if response.x_run else None
-        print(json.dumps(identity, indent=2, sort_keys=True))
-    return 0
+    result = one_decision.decide_once(
+        text,
+        connect=partial(transport, args, max_connections=1),
+        policy=retry_policy(args),
+        on_retry=report_retry,
+        raw=args.json,
+        show_identity=args.show_identity,
+        say=say,
+    )
+    print(result.text, end="")
+    return result.status

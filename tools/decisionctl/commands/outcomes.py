@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+import dataclasses
 
-from decisionctl import tables
-from decisionctl.certification import manifests
-from decisionctl.commands.options import EXIT_FAILED, say
-from decisionctl.traffic import capture, joins
-from decisionctl.traffic.report import write_report
+from decisionctl.commands.options import say
+from decisionctl.traffic import outcomes_job
 
 NAME = "outcomes"
 HELP = "join captured answers with what people decided: labeled cases, reversal rates, band error on traffic"
@@ -44,60 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    policy = manifests.read_policy(Path(args.policy)) if args.policy else None
-    try:
-        found = capture.read_sources(args.capture, s3_client=lambda: _s3(args.region), variant=args.variant)
-        rows = joins.read_outcomes(Path(args.outcomes))
-    except (capture.CaptureError, joins.OutcomesError) as exc:
-        say(str(exc))
-        return EXIT_FAILED
-    variants = found.variants()
-    if len(variants) > 1:
-        say(
-            "the capture holds several variants ("
-            + ", ".join(f"{v}: {n}" for v, n in sorted(variants.items()))
-            + "): outcomes are about one; pass --variant NAME"
-        )
-        return EXIT_FAILED
-    result = joins.join(found.answers, rows)
-    if not result.joined:
-        say(f"no outcome row names a captured answer ({len(rows.rows)} rows, {len(found.answers)} answers)")
-        _say_unmatched(result, rows)
-        return EXIT_FAILED
-    written = joins.write_join(result, out)
-    report = write_report(out, found=found, rows=rows, result=result, written=written, policy=policy)
-    print(tables.outcomes(report))
-    if found.input_captured:
-        say(
-            f"{found.input_captured} capture records also hold the request (its text): the capture is not output-only; "
-            "it was not read"
-        )
-    _say_unmatched(result, rows)
-    if written["evaluate"]:
-        say(
-            f"re-certify on these cases with: decisionctl evaluate {written['cases']} --out {written['evaluate']} "
-            "(--url or --sagemaker-endpoint of the endpoint they came from; nothing is sent) [--write-policy MANIFEST]"
-        )
-    else:
-        say(f"{out / joins.EVALUATE_DIR} not written: {written['evaluate_refused']}")
-    print(f"wrote {written['cases']}, {out / joins.REPORT}")
-    limit = args.max_reversal_rate
-    over = [q for q, r in report["questions"].items() if limit is not None and (r["reversal_rate"] or 0.0) > limit]
-    if over:
-        say(f"reversal rate above --max-reversal-rate {limit} for: {', '.join(over)}")
-        return EXIT_FAILED
-    return 0
-
-
-def _s3(region: str | None) -> Any:
-    import boto3
-
-    return boto3.client("s3", region_name=region)
-
-
-def _say_unmatched(result: joins.Join, rows: joins.OutcomeRead) -> None:
-    for reason, n in sorted(result.unmatched.items()):
-        say(f"{n} outcome rows not joined: {reason} (e.g. {', '.join(result.examples[reason])})")
-    if rows.invalid:
-        say(f"{len(rows.invalid)} outcome rows invalid, e.g. {'; '.join(rows.invalid[:3])}")
+    fields = dataclasses.fields(outcomes_job.OutcomesOptions)
+    options = outcomes_job.OutcomesOptions(**{f.name: getattr(args, f.name) for f in fields})
+    result = outcomes_job.label_outcomes(options, say=say)
+    print(result.text, end="")
+    return result.status

@@ -81,7 +81,7 @@ class Target:
     component: str | None = None
 
 
-def bench(
+def measure(
     targets: Sequence[Target],
     workloads: Sequence[Workload],
     levels: Sequence[int],
@@ -177,7 +177,8 @@ def series_label(target: Mapping[str, Any]) -> str:
     return f"{target['label']} {workload}" if workload and workload != "requests" else str(target["label"])
 
 
-def write_report(out: Path, report: Mapping[str, Any]) -> list[Path]:
+def write_bench(out: Path, report: Mapping[str, Any]) -> list[Path]:
+    """bench.json and bench.png in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     json_path, png_path = out / BENCH_JSON, out / BENCH_PNG
     json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")

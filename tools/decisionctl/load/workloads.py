@@ -7,6 +7,7 @@ A request may have to wait for an earlier one of its group (the same state asked
 
 from __future__ import annotations
 
+import argparse
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -286,3 +287,25 @@ class RequestFile(Workload):
 def by_name(gap_s: float = 2.0) -> dict[str, Workload]:
     """The three generated workloads, in the order a bench runs them."""
     return {w.name: w for w in (TicketRouting(), AgentSupervisor(gap_s=gap_s), LongDocuments())}
+
+
+NAMES = tuple(by_name())  # what --workload accepts, in by_name's order
+
+
+def workloads_arg(text: str) -> list[str]:
+    """bench's --workload: 'all' or names separated by commas."""
+    names = list(NAMES) if text == "all" else [x.strip() for x in text.split(",") if x.strip()]
+    if not names or [n for n in names if n not in NAMES]:
+        raise argparse.ArgumentTypeError(f"workloads are 'all' or some of {', '.join(NAMES)}; got {text!r}")
+    return names
+
+
+def levels_arg(text: str) -> list[int]:
+    """bench's --concurrency: positive integers separated by commas."""
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"concurrency levels are integers separated by commas: {text!r}") from exc
+    if not levels or any(c < 1 for c in levels):
+        raise argparse.ArgumentTypeError("concurrency levels must be positive")
+    return levels

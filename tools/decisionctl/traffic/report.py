@@ -12,7 +12,7 @@ from decisionctl.traffic import band_check, joins
 from decisionctl.traffic.capture import CaptureRead
 
 
-def write_report(
+def write_outcomes(
     out: Path,
     *,
     found: CaptureRead,

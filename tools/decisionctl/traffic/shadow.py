@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decisionctl.evaluation.comparison import IDENTITY_FIELDS
+from decisionctl.evaluation.identity import IDENTITY_FIELDS
 from decisionctl.traffic.capture import CapturedAnswer, distribution, pick
 from decisionctl.traffic.joins import NO_ACTION, mix_of
 
@@ -157,7 +157,8 @@ def compare(production: Side, shadow: Side, *, top: int = 20) -> dict[str, Any]:
     }
 
 
-def write_report(report: dict[str, Any], out: Path) -> Path:
+def write_shadow(report: dict[str, Any], out: Path) -> Path:
+    """OUT/shadow.json."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / REPORT
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
