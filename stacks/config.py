@@ -74,7 +74,7 @@ class ImageRepositoryConfig(FrozenConfig):
     untagged_expiry_days: int = Field(ge=1, le=3650, description="Days before an untagged image expires.")
 
 
-class ModelArtifact(FrozenConfig):
+class ModelArtifactConfig(FrozenConfig):
     s3_key: str = Field(
         pattern=r"^[A-Za-z0-9!_.*'()/-]+\.tar\.gz$", description="Key of model.tar.gz in the model bucket."
     )
@@ -181,7 +181,7 @@ class EnvironmentConfig(FrozenConfig):
     log_retention_days: int
     dlc: DlcImages
     image_repository: ImageRepositoryConfig
-    model: ModelArtifact
+    model: ModelArtifactConfig
     cpu: CpuEndpoint | None
     gpu: GpuEndpoint | None
     chat: ChatEndpoint | None
@@ -246,7 +246,7 @@ class EnvironmentConfig(FrozenConfig):
         cls, value: CpuEndpoint | GpuEndpoint | None, info: ValidationInfo
     ) -> CpuEndpoint | GpuEndpoint | None:
         model = info.data.get("model")
-        if value is not None and isinstance(model, ModelArtifact):
+        if value is not None and isinstance(model, ModelArtifactConfig):
             require_footprint(value.hosting, model.footprint, ctx_size=value.ctx_size, contexts=value.max_concurrency)
         return value
 
