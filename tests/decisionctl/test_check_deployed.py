@@ -36,7 +36,7 @@ from tests.sagemaker_runtime_standin import ACCOUNT, SageMakerRuntimeStandIn
 
 REGION = "us-west-2"
 ENDPOINT = "decision-dev-cpu"
-TOLERANCE = {"probability": 0.05, "flips": 1}
+DEPLOYED_TOLERANCE = {"probability": 0.05, "flips": 1}
 SUITE_IDS = (
     "noul-refund-01",
     "noul-refund-02",
@@ -62,7 +62,7 @@ def _cdk_json(root: Path) -> Path:
         "suite": "evaluation/suite.jsonl",
         "record": "evaluation/dev.json",
         "enforce": "warn",
-        "tolerance": TOLERANCE,
+        "tolerance": DEPLOYED_TOLERANCE,
         "gates": {"max_accuracy_drop_points": 2.0, "max_flips": 3, "max_ece_rise": 0.03, "band_bound": True},
     }
     path = root / "cdk.json"
@@ -220,7 +220,7 @@ def test_a_variant_whose_answers_moved_fails_naming_exactly_the_cases_past_the_t
     for cid, entry in record["answers"].items():
         recorded = dict(zip(entry["options"], entry["probs"], strict=True))
         deltas[cid] = max(abs(recorded[o] - moved[cid][o]) for o in recorded)
-    past = {cid for cid, d in deltas.items() if d > TOLERANCE["probability"]}
+    past = {cid for cid, d in deltas.items() if d > DEPLOYED_TOLERANCE["probability"]}
     assert past and past != set(SUITE_IDS)  # some cases moved past the tolerance, some did not
     assert [row["id"] for row in gpu["over_tolerance"]] == sorted(past, key=lambda c: (-deltas[c], c))
     assert all(row["delta"] == pytest.approx(deltas[row["id"]], abs=1e-9) for row in gpu["over_tolerance"])
@@ -229,7 +229,7 @@ def test_a_variant_whose_answers_moved_fails_naming_exactly_the_cases_past_the_t
         for cid, entry in record["answers"].items()
         if max(moved[cid], key=lambda o: moved[cid][o]) != entry["picked"]
     }
-    assert {f["id"] for f in gpu["flips"]} == flipped and len(flipped) > TOLERANCE["flips"]
+    assert {f["id"] for f in gpu["flips"]} == flipped and len(flipped) > DEPLOYED_TOLERANCE["flips"]
     assert not gpu["passed"] and len(gpu["failures"]) == 3
     settings, over, flips = gpu["failures"]
     # the stand-in reads another order-debiasing mode than the record's run: that alone fails it (issue 37)
@@ -312,7 +312,7 @@ def test_a_pool_variant_names_each_kind_of_instance_and_the_cases_the_other_kind
         for cid, entry in record["answers"].items()
         if cid in on_b
         and max(abs(p - moved[cid][o]) for o, p in zip(entry["options"], entry["probs"], strict=True))
-        > TOLERANCE["probability"]
+        > DEPLOYED_TOLERANCE["probability"]
     }
     assert past  # B moved at least one of its cases past the tolerance
     assert {row["id"] for row in pool["over_tolerance"]} == past
