@@ -54,7 +54,8 @@ class BenchResult:
     text: str = ""
     status: int = 0
 
-    def print(self, *lines: str) -> None:
+    def add(self, *lines: str) -> None:
+        """Lines as print would write them (none: an empty line)."""
         self.text += "".join(line + "\n" for line in (lines or ("",)))
 
 
@@ -68,7 +69,7 @@ def describe_level(lv: dict[str, Any]) -> str:
 
 def _recommend(result: BenchResult, report: dict[str, Any], slo_p95_ms: float) -> BenchResult:
     recommendations = runs.recommend(report, slo_p95_ms)
-    result.print(runs.describe_recommendations(recommendations, slo_p95_ms))
+    result.add(runs.describe_recommendations(recommendations, slo_p95_ms))
     result.status = EXIT_NO_TARGET if any(r.concurrency is None for r in recommendations) else 0
     return result
 
@@ -154,16 +155,16 @@ def bench(
     written = runs.write_bench(Path(o.out), report)
     for workload in chosen:
         if len(chosen) > 1:
-            result.print(f"\n{workload.name}: {workload.description}")
-        result.print(tables.bench([t for t in report["targets"] if t["workload"] == workload.name]))
+            result.add(f"\n{workload.name}: {workload.description}")
+        result.add(tables.bench([t for t in report["targets"] if t["workload"] == workload.name]))
     if prices:
-        result.print(
+        result.add(
             f"\ncost per 1,000 requests = hourly price / (accepted per second * 3600) * 1000; prices from "
             f"{prices.source}" + ("" if prices.checked else " (EXAMPLES: check them against the AWS price list)")
         )
     if o.recommend_scaling:
         assert o.slo_p95_ms is not None
-        result.print()
+        result.add()
         _recommend(result, report, o.slo_p95_ms)
-    result.print("wrote " + ", ".join(str(path) for path in written))
+    result.add("wrote " + ", ".join(str(path) for path in written))
     return result
