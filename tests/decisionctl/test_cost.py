@@ -117,3 +117,13 @@ def test_a_profile_of_your_own_and_a_wrong_one(tmp_path: Path, capsys: pytest.Ca
     assert "yours: decisions per hour from --per-hour (1,000 decisions a day), dev" in capsys.readouterr().out
     with pytest.raises(ValueError, match="24 decisions-per-hour values >= 0"):
         costs.Profile("bad", "", (1.0,) * 23)
+
+
+@pytest.mark.parametrize(
+    "footprint",
+    [{"gguf_bytes": 0, "kv_bytes_per_token": 1}, {"gguf_bytes": 10}, {"gguf_bytes": "x", "kv_bytes_per_token": 1}],
+)
+def test_a_footprint_synth_would_refuse_is_named_not_a_crash(footprint: dict[str, object]) -> None:
+    dev = {**cdk_context()["environments"]["dev"], "model": {"footprint": footprint}}
+    [cpu] = costs.sections_of(dev)
+    assert cpu.serverless_memory_mb is None and "model.footprint is not valid" in cpu.not_serverless
