@@ -56,7 +56,7 @@ class DlcImages(FrozenConfig):
     """The AWS llama.cpp Deep Learning Containers the images derive from, pinned by digest (never a tag)."""
 
     registry_account: str = Field(
-        pattern=r"^\d{12}$", description="Account of the region's DLC registry (stacks/dlc_registry.py)."
+        pattern=r"^\d{12}$", description="Account of the region's DLC registry (tools/decisionctl/dlc_registry.py)."
     )
     repository: str = Field(pattern=r"^[a-z0-9][a-z0-9._/-]*$", description="DLC repository, `llama-cpp` on x86.")
     cpu_digest: ImageDigest = Field(description="Digest of llama-cpp:server-sagemaker-cpu-v1.")

@@ -154,7 +154,7 @@ def test_a_region_without_a_dlc_registry_stops_before_any_call(cdk_json: Path, e
     assert ecr["regions"] == []
     assert cdk_json.read_bytes() == before
     err = capsys.readouterr().err
-    assert "no DLC registry is published in us-gov-west-1 (stacks/dlc_registry.py)" in err
+    assert "no DLC registry is published in us-gov-west-1 (tools/decisionctl/dlc_registry.py)" in err
 
 
 def test_the_registry_table_is_importable_without_the_cdk() -> None:

@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--region",
         help="region to look the tags up in (default: environments.ENV.region); another region is read from "
-        "its own DLC registry account (stacks/dlc_registry.py), not environments.ENV.dlc.registry_account",
+        "its own DLC registry account (tools/decisionctl/dlc_registry.py), not environments.ENV.dlc.registry_account",
     )
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     p.add_argument("--cdk-json", default="cdk.json", metavar="FILE", help="the file to pin (default %(default)s)")

@@ -108,10 +108,10 @@ def read_source(document: Mapping[str, Any], environment: str, region: str | Non
         found = registry_account(chosen)
         if found is None:
             raise PinError(
-                f"no DLC registry is published in {chosen} (stacks/dlc_registry.py); regions with one: "
+                f"no DLC registry is published in {chosen} (tools/decisionctl/dlc_registry.py); regions with one: "
                 + ", ".join(DLC_REGISTRY_ACCOUNTS)
             )
-        account, origin = found, f"the DLC registry account of {chosen} (stacks/dlc_registry.py)"
+        account, origin = found, f"the DLC registry account of {chosen} (tools/decisionctl/dlc_registry.py)"
     return DlcSource(environment, chosen, account, repository, pinned, origin)
 
 
