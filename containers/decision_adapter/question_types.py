@@ -3,8 +3,9 @@ decision-log fields and its answer shape (what decisionctl reads back of an answ
 
 The engine, the prompt schemes, the policy, the handlers and decisionctl look a type up here (`kind_of`) instead
 of branching on its name. A new type: its name in `contract.QuestionType` (with its limits and confidence formula),
-its request and answer models in `schemas.py`, and its `QuestionKind` here, listed in `KINDS` (docs/architecture.md
-lists the files).
+its request and answer models in `schemas.py`, and its `QuestionKind` here, listed in `KINDS`; for OpenAI's
+`/v1/decisions` its models in `openai_schemas.py` and their translation in `openai_decisions.py`
+(docs/architecture.md lists the seven files).
 """
 
 from __future__ import annotations
