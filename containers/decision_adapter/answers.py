@@ -9,7 +9,7 @@ from . import contract
 from .outcomes import DecisionOutcome, Scored
 from .policy import Policy, verdict
 from .question_types import kind_of
-from .schemas import Answer, AnyQuestion, DecisionResponse, RunRecord, Timings, Usage
+from .schemas import Answer, AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
 
 
 def decision_response(
@@ -17,7 +17,7 @@ def decision_response(
     model: str,
     questions: dict[str, AnyQuestion],
     outcome: DecisionOutcome,
-    run: RunRecord,
+    run: RequestRun,
     total_ms: float,
     policy: Policy | None = None,
     min_label_mass: float | None = None,

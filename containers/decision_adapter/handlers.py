@@ -20,7 +20,7 @@ from .errors import AdapterError, ModelNotServed
 from .events import ACTION_COUNT_FIELDS, requests_log
 from .outcomes import DecisionOutcome
 from .question_types import kind_of
-from .schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RunRecord
+from .schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RequestRun
 from .service import ModelService
 
 IDENTITY_LOGGED = (
@@ -94,7 +94,7 @@ def respond(
 ) -> DecisionResponse:
     """The response to one decision (a request, or a record of a JSON Lines body), and its `decision` log line."""
     shared = s.settings.shared_endpoint  # withhold what tells whether another caller's state was evaluated first
-    run = RunRecord(
+    run = RequestRun(
         **s.identity.model_dump(), request_id=request_id, state_source=None if shared else outcome.state_source
     )
     response = decision_response(

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictStr, Tag
 
 from .contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
-from .schemas import AnswerExtensions, OutOfScope, RunRecord, SlotProbabilities, Timings
+from .schemas import AnswerExtensions, OutOfScope, RequestRun, SlotProbabilities, Timings
 
 # the name FastAPI gives a request model's schema -> the name the OpenAPI document publishes
 PUBLISHED_SCHEMA_NAMES = {
@@ -258,6 +258,6 @@ class Decision(BaseModel):
     model: str
     answers: list[OpenAIAnswer]  # in question order
     usage: OpenAIUsage
-    x_run: RunRecord | None = None
+    x_run: RequestRun | None = None
     x_timing_ms: Timings | None = None
     x_evaluated_tokens: int | None = None

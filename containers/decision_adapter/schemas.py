@@ -279,7 +279,7 @@ class RunIdentity(BaseModel):
     debias_max_options: int | None = None
 
 
-class RunRecord(RunIdentity):
+class RequestRun(RunIdentity):
     """`x_run`: the run identity and what is particular to one request."""
 
     request_id: str
@@ -300,6 +300,6 @@ class DecisionResponse(BaseModel):
     model: str
     answers: dict[str, Answer]
     usage: Usage
-    x_run: RunRecord | None = None
+    x_run: RequestRun | None = None
     x_timing_ms: Timings | None = None
     x_evaluated_tokens: int | None = None  # tokens decoded for this request (reused state is not decoded)

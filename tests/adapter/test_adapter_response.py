@@ -14,8 +14,8 @@ from decision_adapter.schemas import (
     DecisionRequest,
     DecisionResponse,
     Hardware,
+    RequestRun,
     RunIdentity,
-    RunRecord,
 )
 from fastapi.responses import JSONResponse
 from jevcompat import mock, validate
@@ -52,7 +52,7 @@ def _body() -> bytes:
     request = DecisionRequest.model_validate(REQUEST)
     scored = {qid: Scored(KEYS[qid], PROBS[qid], f"sha-{qid}", 5, 2) for qid in request.questions}
     outcome = DecisionOutcome(scored, 40, 12, "computed", {"tokenize": 0.1, "state": 2.5, "questions": 4.0})
-    run = RunRecord(**IDENTITY.model_dump(), request_id="r1", state_source=outcome.state_source)
+    run = RequestRun(**IDENTITY.model_dump(), request_id="r1", state_source=outcome.state_source)
     response = decision_response(model="m", questions=request.questions, outcome=outcome, run=run, total_ms=7.891)
     return bytes(JSONResponse(response.model_dump(exclude_none=True)).body)  # what the handler sends
 

@@ -24,13 +24,13 @@ from decision_adapter.schemas import (
     DecisionResponse,
     Hardware,
     NoulAnswer,
+    RequestRun,
     RunIdentity,
-    RunRecord,
     ScoreAnswer,
 )
 from decision_adapter.settings import AdapterSettings
 
-RUN = RunRecord(
+RUN = RequestRun(
     model_file="m.gguf",
     model_sha256="0" * 64,
     model_name="m",

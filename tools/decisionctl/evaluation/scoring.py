@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.schemas import RunRecord
+from decision_adapter.schemas import RequestRun
 from pydantic import ValidationError
 from tqdm import tqdm
 
@@ -103,7 +103,7 @@ def _score(transport: Sender, case: Case, policy: RetryPolicy) -> tuple[Case, Re
     return case, reply
 
 
-def _read(case: Case, reply: Reply) -> tuple[Prediction, RunRecord | None]:
+def _read(case: Case, reply: Reply) -> tuple[Prediction, RequestRun | None]:
     """The case's prediction and the reply's run identity; a ValueError says why a reply cannot be read."""
     response = read_response(reply.json())
     try:
@@ -112,14 +112,14 @@ def _read(case: Case, reply: Reply) -> tuple[Prediction, RunRecord | None]:
         raise ValueError(f"no probability for option {exc}") from exc
 
 
-def _hardware_of(case: Case, served: RunRecord | None) -> dict[str, dict[str, Any]]:
+def _hardware_of(case: Case, served: RequestRun | None) -> dict[str, dict[str, Any]]:
     """{case id: the hardware that answered it}: an instance pool's variant answers from more than one kind."""
     return {case.id: served.hardware.model_dump(mode="json")} if served is not None else {}
 
 
 def _saved_fingerprint(identity: dict[str, Any], path: Path) -> dict[str, Any]:
     try:
-        return run_fingerprint(RunRecord.model_validate(identity) if identity else None)
+        return run_fingerprint(RequestRun.model_validate(identity) if identity else None)
     except ValidationError as exc:
         raise IdentityChanged(
             f"{path} is not a run identity this decisionctl reads ({describe_invalid(exc)}); "

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.schemas import Answer, DecisionResponse, RunRecord
+from decision_adapter.schemas import Answer, DecisionResponse, RequestRun
 from pydantic import ValidationError
 from tqdm import tqdm
 
@@ -67,7 +67,7 @@ class CapturedAnswer:
         return tuple(i for i in (self.request_id, self.inference_id, self.event_id) if i)
 
     @property
-    def run(self) -> RunRecord | None:
+    def run(self) -> RequestRun | None:
         return self.response.x_run
 
     @property
