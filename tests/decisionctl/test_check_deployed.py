@@ -133,7 +133,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         b.stop()
 
 
-def _transport_for(runtime: SageMakerRuntimeStandIn) -> deployed.TransportFor:
+def _variant_sender(runtime: SageMakerRuntimeStandIn) -> deployed.VariantSender:
     def make(endpoint: str, variant: str) -> Sender:
         config = botocore.config.Config(retries={"total_max_attempts": 1}, read_timeout=70)
         client = _session().create_client(
@@ -152,7 +152,7 @@ def _run(served: dict[str, Any], name: str, *responses: dict[str, Any]) -> tuple
             *("--out", str(out / "runs"), "--json", str(out / "report.json"), "--markdown", str(out / "report.md")),
         ]
     )
-    make = _transport_for(served["runtime"])
+    make = _variant_sender(served["runtime"])
     code = check_deployed.check(
         args, sagemaker=sagemaker_stub(*responses), sender_for=lambda endpoint, variant, _: make(endpoint, variant)
     )
@@ -285,7 +285,7 @@ def test_an_endpoint_not_in_service_fails_and_nothing_is_scored(tmp_path: Path) 
     result = deployed.check_endpoint(
         ENDPOINT,
         sagemaker=sagemaker_stub(described(["AllTraffic"], status="Updating")),
-        transport_for=never,
+        variant_sender=never,
         record={},
         cases=[],
         tolerance=EvaluationTolerance(probability=0.02, flips=0),

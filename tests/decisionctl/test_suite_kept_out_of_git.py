@@ -90,7 +90,7 @@ def repository(root: Path, block: dict[str, Any]) -> Path:
 
 def record(cdk_json: Path, art: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, StandInAdapter]:
     stand_in = StandInAdapter(read_manifest(art / "manifest.json").sha256)
-    monkeypatch.setattr(record_evaluation, "transport", lambda args, max_connections: stand_in)
+    monkeypatch.setattr(record_evaluation, "sender", lambda args, max_connections: stand_in)
     argv = ["record-evaluation", "--env", "dev", "--artifact", str(art), "--url", "http://stand-in.invalid"]
     return cli.main([*argv, "--cdk-json", str(cdk_json)]), stand_in
 

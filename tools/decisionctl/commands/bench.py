@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from functools import partial
 
-from decisionctl.commands.options import UsageError, add_retry, add_target, retry_policy, say, transport
+from decisionctl.commands.options import UsageError, add_retry, add_target, retry_policy, say, sender
 from decisionctl.load import bench_job
 from decisionctl.load.prices import BUILTIN
 from decisionctl.load.workloads import NAMES, levels_arg, workloads_arg
@@ -66,6 +66,6 @@ def run(args: argparse.Namespace) -> int:
     fields = dataclasses.fields(bench_job.BenchOptions)
     options = bench_job.BenchOptions(**{f.name: getattr(args, f.name) for f in fields})
 
-    result = bench_job.bench(options, connect=partial(transport, args), policy=retry_policy(args), say=say)
+    result = bench_job.bench(options, connect=partial(sender, args), policy=retry_policy(args), say=say)
     print(result.text, end="")
     return result.status

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     def sender_for(endpoint: str, variant: str, component: str | None) -> Sender:
         variant_or_all = None if component else variant  # a components endpoint's one variant serves the component
-        return options.transport(
+        return options.sender(
             args, max_connections=16, endpoint=endpoint, component=component, target_variant=variant_or_all
         )
 

@@ -7,7 +7,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from decisionctl.commands.options import add_retry, add_target, report_retry, retry_policy, say, transport
+from decisionctl.commands.options import add_retry, add_target, report_retry, retry_policy, say, sender
 from decisionctl.traffic import one_decision
 
 NAME = "decide"
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     text = sys.stdin.read() if args.request == "-" else Path(args.request).read_text(encoding="utf-8")
     result = one_decision.decide_once(
         text,
-        connect=partial(transport, args, max_connections=1),
+        connect=partial(sender, args, max_connections=1),
         policy=retry_policy(args),
         on_retry=report_retry,
         raw=args.json,

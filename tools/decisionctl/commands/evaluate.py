@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     offline = args.url is None and args.sagemaker_endpoint is None
-    connect = None if offline else partial(options.transport, args, max_connections=args.concurrency)
+    connect = None if offline else partial(options.sender, args, max_connections=args.concurrency)
     retry = options.retry_policy(args)
     to_score = CasesToScore(Path(args.cases), Path(args.out), connect, args.concurrency, args.restart, retry)
     limits = Thresholds(args.max_error, args.confidence, args.target_accuracy, args.min_support, args.review_accuracy)

@@ -7,7 +7,7 @@ from functools import partial
 from pathlib import Path
 
 from decisionctl.certification.prior_fit import fit_slot_prior
-from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, transport
+from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, sender
 
 NAME = "fit-prior"
 HELP = "fit the model's prior over option slots from unlabeled requests into manifest.json"
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     written = fit_slot_prior(
         args.requests,
         args.manifest,
-        connect=partial(transport, args, max_connections=1),
+        connect=partial(sender, args, max_connections=1),
         retry=retry_policy(args),
         report=args.report,
         say=say,

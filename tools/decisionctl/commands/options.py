@@ -115,7 +115,7 @@ def capacity_wait(args: argparse.Namespace) -> Any:
     return CapacityWait(budget_s=seconds, interval_s=CAPACITY_INTERVAL_S, on_wait=progress) if seconds > 0 else None
 
 
-def transport(
+def sender(
     args: argparse.Namespace,
     *,
     max_connections: int,
@@ -124,7 +124,7 @@ def transport(
     component: str | None = None,
     target_variant: str | None = None,
 ) -> Sender:
-    """The transport to the target `add_target` declared, or to `url` / `endpoint` (and its `component`: bench's
+    """The sender to the target `add_target` declared, or to `url` / `endpoint` (and its `component`: bench's
     second target; its `target_variant`: check-deployed's variants)."""
     if url is None and endpoint is None:
         url, endpoint, component = args.url, args.sagemaker_endpoint, args.inference_component

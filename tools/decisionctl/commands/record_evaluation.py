@@ -14,7 +14,7 @@ from decisionctl.commands.options import (
     add_target,
     retry_policy,
     say,
-    transport,
+    sender,
 )
 from decisionctl.review.recording import record_evaluation
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         Path(args.cdk_json),
         args.env,
         Path(args.artifact),
-        connect=partial(transport, args, max_connections=args.concurrency),
+        connect=partial(sender, args, max_connections=args.concurrency),
         concurrency=args.concurrency,
         resume=args.resume,
         retry=retry_policy(args),

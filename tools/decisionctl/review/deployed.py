@@ -34,7 +34,7 @@ COMPONENT_OUTPUTS = {"CpuEndpointName": "CpuInferenceComponentName", "GpuEndpoin
 REPORTED = ("instance_types", "hardware", "llama_cpp_build", "n_gpu_layers", "adapter")  # from x_run, per variant
 MAX_ERRORS_SHOWN = 5
 
-TransportFor = Callable[[str, str], Sender]  # (endpoint, variant) -> a transport to that variant
+VariantSender = Callable[[str, str], Sender]  # (endpoint, variant) -> a sender to that variant
 SenderFor = Callable[[str, str, str | None], Sender]  # (endpoint, variant, its inference component or None)
 
 
@@ -192,17 +192,17 @@ def check_variant(
     record: Mapping[str, Any],
     cases: Sequence[Case],
     tolerance: EvaluationTolerance,
-    transport: Sender,
+    sender: Sender,
     out: Path,
     policy: RetryPolicy | None = None,
 ) -> dict[str, Any]:
     """Score the suite on one variant (TargetVariant) from scratch and compare it with the record."""
     try:
-        scored = scoring.score_cases(cases, transport, out, restart=True, policy=policy)
+        scored = scoring.score_cases(cases, sender, out, restart=True, policy=policy)
     except scoring.IdentityChanged as exc:  # its instances serve different models or calibrations
         return {"endpoint": endpoint, "variant": variant, "failures": [str(exc)], "passed": False}
     finally:
-        transport.close()
+        sender.close()
     if scored.interrupted:
         raise KeyboardInterrupt
     return {"endpoint": endpoint, "variant": variant, **compare(record, cases, scored, tolerance)}
@@ -212,7 +212,7 @@ def check_endpoint(
     endpoint: str,
     *,
     sagemaker: Any,
-    transport_for: TransportFor,
+    variant_sender: VariantSender,
     record: Mapping[str, Any],
     cases: Sequence[Case],
     tolerance: EvaluationTolerance,
@@ -249,7 +249,7 @@ def check_endpoint(
             record=record,
             cases=cases,
             tolerance=tolerance,
-            transport=transport_for(endpoint, variant),
+            sender=variant_sender(endpoint, variant),
             out=out / endpoint / variant,
             policy=policy,
         )
@@ -270,7 +270,7 @@ def check(
     cases: Sequence[Case],
     tolerance: EvaluationTolerance,
     sagemaker: Any,
-    transport_for: TransportFor,
+    variant_sender: VariantSender,
     out: Path,
     policy: RetryPolicy | None = None,
     say: Callable[[str], None] = lambda _: None,
@@ -280,7 +280,7 @@ def check(
         check_endpoint(
             name,
             sagemaker=sagemaker,
-            transport_for=transport_for,
+            variant_sender=variant_sender,
             record=record,
             cases=cases,
             tolerance=tolerance,
@@ -328,7 +328,7 @@ def check_environment(
     environment, endpoints, outputs = asked.environment, asked.endpoints, asked.outputs
     components = component_names(endpoints, outputs, environment, asked.component)
 
-    def transport_for(endpoint: str, variant: str) -> Sender:
+    def variant_sender(endpoint: str, variant: str) -> Sender:
         return sender_for(endpoint, variant, components.get(endpoint))
 
     settings = review_settings.load(asked.cdk_json, environment)
@@ -347,7 +347,7 @@ def check_environment(
         cases=cases,
         tolerance=settings.evaluation.tolerance,
         sagemaker=sagemaker,
-        transport_for=transport_for,
+        variant_sender=variant_sender,
         out=asked.out,
         policy=asked.retry,
         say=say,
