@@ -222,7 +222,7 @@ def test_a_saved_identity_the_models_cannot_read_stops_the_run_before_anything_i
     case = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": True})
     (tmp_path / scoring.IDENTITY).write_text(json.dumps({"model_sha256": "ab" * 32}))  # a partial x_run
     with pytest.raises(scoring.IdentityChanged, match=r"is not a run identity .*\(model_file: Field required"):
-        scoring.score_cases([case], transport=None, out=tmp_path)  # nothing is sent
+        scoring.score_cases([case], sender=None, out=tmp_path)  # nothing is sent
 
 
 def _saved_run(tmp_path: Path, count: int) -> tuple[Path, Path]:

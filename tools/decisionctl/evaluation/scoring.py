@@ -98,8 +98,8 @@ class Run:
     hardware: dict[str, dict[str, Any]] = field(default_factory=dict)  # per case sent: the x_run hardware that answered
 
 
-def _score(transport: Sender, case: Case, policy: RetryPolicy) -> tuple[Case, Reply]:
-    reply, _ = send_with_retries(transport, case.request(), policy)
+def _score(sender: Sender, case: Case, policy: RetryPolicy) -> tuple[Case, Reply]:
+    reply, _ = send_with_retries(sender, case.request(), policy)
     return case, reply
 
 
@@ -143,7 +143,7 @@ def _saved_and_pending(cases: Sequence[Case], log: PredictionLog) -> tuple[list[
 
 def score_cases(
     cases: Sequence[Case],
-    transport: Sender | None,
+    sender: Sender | None,
     out: Path,
     *,
     concurrency: int = 1,
@@ -152,10 +152,10 @@ def score_cases(
     progress: Callable[..., Any] = tqdm,
 ) -> Run:
     """Score every case not already in OUT/predictions.jsonl; stop at once if the endpoint's identity changed.
-    Without a transport only the saved predictions are read (NotScored if a case has none)."""
-    if transport is None and restart:
+    Without a sender only the saved predictions are read (NotScored if a case has none)."""
+    if sender is None and restart:
         raise ValueError("restart forgets the saved predictions: it needs a transport to score the cases again")
-    if transport is not None:
+    if sender is not None:
         out.mkdir(parents=True, exist_ok=True)
     log, identity_path = PredictionLog(out / PREDICTIONS), out / IDENTITY
     if restart:
@@ -167,12 +167,12 @@ def score_cases(
     if not pending:
         return run
     expected = None if identity is None else _saved_fingerprint(identity, identity_path)
-    if transport is None:
+    if sender is None:
         raise NotScored(f"{len(pending)} of {len(cases)} cases have no saved prediction in {log.path}")
     policy = policy or RetryPolicy()
     bar = progress(total=len(cases), initial=len(done), desc="evaluate", unit="case", disable=None)
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
-    futures: list[Future[tuple[Case, Reply]]] = [pool.submit(_score, transport, c, policy) for c in pending]
+    futures: list[Future[tuple[Case, Reply]]] = [pool.submit(_score, sender, c, policy) for c in pending]
     try:
         for future in as_completed(futures):
             case, reply = future.result()

@@ -106,7 +106,7 @@ def choice_items(path: Path) -> Iterator[ChoiceItem]:
                     yield ChoiceItem(line_no, str(qid), record["state"], question)
 
 
-def fit_prior(transport: Sender, items: list[ChoiceItem], retry: RetryPolicy, progress: Progress) -> PriorFit:
+def fit_prior(sender: Sender, items: list[ChoiceItem], retry: RetryPolicy, progress: Progress) -> PriorFit:
     """Read every rotation of every item and average the given order's slot distribution (module doc)."""
     fit = PriorFit()
     total = sum(len(item.options) for item in items)
@@ -114,7 +114,7 @@ def fit_prior(transport: Sender, items: list[ChoiceItem], retry: RetryPolicy, pr
         n = len(item.options)
         mean = [0.0] * n
         for r in range(n):
-            slots, run = _given_slots(transport, item, r, retry)
+            slots, run = _given_slots(sender, item, r, retry)
             _check_run(fit, run, item)
             for slot, p in enumerate(slots):
                 mean[slot] += p / n
@@ -125,8 +125,8 @@ def fit_prior(transport: Sender, items: list[ChoiceItem], retry: RetryPolicy, pr
     return fit
 
 
-def _given_slots(transport: Sender, item: ChoiceItem, r: int, retry: RetryPolicy) -> tuple[list[float], dict[str, Any]]:
-    reply, _ = send_with_retries(transport, item.rotated(r), retry)
+def _given_slots(sender: Sender, item: ChoiceItem, r: int, retry: RetryPolicy) -> tuple[list[float], dict[str, Any]]:
+    reply, _ = send_with_retries(sender, item.rotated(r), retry)
     where = f"line {item.line}, question {item.qid!r}, rotation {r}"
     if not reply.ok:
         raise FitError(f"{where}: {reply.describe_error()}")
