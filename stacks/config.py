@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import aws_cdk as cdk
 from decisionctl.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
 from decisionctl.evaluation_record import EvaluationConfig
+from decisionctl.load.model_memory import ModelFootprint
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from stacks.adapter_settings import ArtifactAnswerSettings
@@ -25,7 +26,7 @@ from stacks.data_capture import DataCapture
 from stacks.decision_shift import DecisionShift, rollback_alarm_count
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import MAX_ROLLBACK_ALARMS, Deployment
-from stacks.hosting import ModelFootprint, refuse_batch, refuse_capture, require_footprint
+from stacks.hosting import refuse_batch, refuse_capture, require_footprint
 from stacks.invoker_access import InvokerAccess
 from stacks.log_retention import LOG_RETENTION_DAYS
 

@@ -1,11 +1,9 @@
-"""The base of every cdk.json section's model: frozen, strict, and no key the schema does not name."""
+"""The base of every cdk.json section's model: decisionctl.config_section's FrozenConfig (frozen, strict, no key the
+schema does not name), defined there because the sections decisionctl reads share it and decisionctl imports no
+stacks module."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from decisionctl.config_section import FrozenConfig
 
-
-class FrozenConfig(BaseModel):
-    """A validated cdk.json section: immutable once loaded, strict types, unknown keys refused."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+__all__ = ["FrozenConfig"]

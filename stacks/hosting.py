@@ -21,7 +21,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from decisionctl.load import model_memory
-from decisionctl.load.model_memory import MISSING_FOOTPRINT, SERVERLESS_MEMORY_MB, SERVERLESS_MEMORY_STEP_MB
+from decisionctl.load.model_memory import (
+    MISSING_FOOTPRINT,
+    SERVERLESS_MEMORY_MB,
+    SERVERLESS_MEMORY_STEP_MB,
+    ModelFootprint,
+)
 from pydantic import Field
 
 from stacks.config_base import FrozenConfig
@@ -70,17 +75,6 @@ class ServerlessHosting(FrozenConfig):
 
 Hosting = Annotated[InstancesHosting | ComponentsHosting | ServerlessHosting, Field(discriminator="mode")]
 DEFAULT_HOSTING = InstancesHosting(mode="instances")
-
-
-class ModelFootprint(FrozenConfig):
-    """What memory sizing reads of the served model: `model.footprint` in cdk.json."""
-
-    gguf_bytes: int = Field(gt=0, description="The GGUF's size (manifest.json's size_bytes).")
-    kv_bytes_per_token: int = Field(
-        gt=0,
-        description="K and V in f16 for every layer per context token: 2 x block_count x head_count_kv x "
-        "(embedding_length / head_count) x 2 from the GGUF's metadata (decision_adapter.gguf_metadata).",
-    )
 
 
 def memory_needed_mb(footprint: ModelFootprint, *, ctx_size: int, contexts: int) -> int:

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from decisionctl import cli
 from decisionctl.load import costs
+from decisionctl.load.model_memory import ModelFootprint
 from decisionctl.load.prices import load_prices
 
-from stacks.hosting import ModelFootprint, ServerlessHosting, serverless_memory_mb
+from stacks.hosting import ServerlessHosting, serverless_memory_mb
 from tests.cdk_support import ROOT, cdk_context
 
 PRICES = load_prices()

@@ -11,8 +11,18 @@ from functools import cache
 from tests.adapter.test_import_graph import GRAPH, MODULES
 
 JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review"}
-# what several jobs and commands use; evaluation_record and dlc_registry are read by synth (the stacks) too
-SHARED = {"cli", "commands", "tables", "plots", "transport", "readback", "evaluation_record", "dlc_registry"}
+# what several jobs and commands use; evaluation_record, dlc_registry and config_section are read by synth too
+SHARED = {
+    "cli",
+    "commands",
+    "tables",
+    "plots",
+    "transport",
+    "readback",
+    "evaluation_record",
+    "dlc_registry",
+    "config_section",
+}
 RENDERERS = {"decisionctl.tables", "decisionctl.review.summary"}  # what a command prints with: text, not work
 COMMAND_LINES = 80
 SERVING = {

@@ -7,7 +7,9 @@ import re
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from decisionctl.config_section import FrozenConfig
 
 RECORD_SCHEMA = "decision-endpoints/evaluation/v1"
 RECORD_OUTPUT = "EvaluationRecordSha256"  # the Serving stack's output: the sha256 of the record it serves
@@ -16,13 +18,7 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 RECORD_LIMIT_BYTES = 16 << 20  # a record holds one answer per case; far more than any suite needs
 
 
-class _Section(BaseModel):
-    """A cdk.json section as stacks/config_base.py's FrozenConfig reads one: immutable, strict, no unnamed key."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-class EvaluationTolerance(_Section):
+class EvaluationTolerance(FrozenConfig):
     """How far a deployed variant's answers may be from the record's and still count as the same model."""
 
     probability: float = Field(
@@ -31,7 +27,7 @@ class EvaluationTolerance(_Section):
     flips: int = Field(ge=0, description="Cases whose picked option may differ from the record's.")
 
 
-class DecisionGates(_Section):
+class DecisionGates(FrozenConfig):
     """How much worse a candidate may be than the record before a review fails it; null: not gated."""
 
     max_accuracy_drop_points: float | None = Field(ge=0, description="Accuracy drop allowed, percentage points.")
@@ -46,7 +42,7 @@ class DecisionGates(_Section):
 UNGATED = DecisionGates(max_accuracy_drop_points=None, max_flips=None, max_ece_rise=None, band_bound=True)
 
 
-class EvaluationConfig(_Section):
+class EvaluationConfig(FrozenConfig):
     """The suite of labeled cases and the record of the deployed artifact's evaluation on it."""
 
     suite: str = Field(

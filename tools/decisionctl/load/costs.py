@@ -27,7 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from decisionctl.load.model_memory import serverless_memory_mb
+from pydantic import ValidationError
+
+from decisionctl.load.model_memory import ModelFootprint, serverless_memory_mb
 from decisionctl.load.prices import PriceTable
 
 HOURS_PER_MONTH = 730.0
@@ -258,14 +260,6 @@ def recommend(rows: Sequence[Row], section: str) -> Row:
     return min(offered, key=lambda r: (r.monthly, MODES.index(r.mode)))
 
 
-def _valid_footprint(footprint: Any) -> bool:
-    """Whether cdk.json's model.footprint is what synth accepts (stacks/hosting.py's ModelFootprint)."""
-    if not isinstance(footprint, Mapping):
-        return False
-    values = [footprint.get("gguf_bytes"), footprint.get("kv_bytes_per_token")]
-    return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
-
-
 def sections_of(environment: Mapping[str, Any]) -> list[Section]:
     """The decision sections of one cdk.json environment (its raw context), as costing reads them: the serverless
     memory as synth would size it (load/model_memory.py, as stacks/hosting.py does), or why a section cannot be
@@ -280,18 +274,18 @@ def sections_of(environment: Mapping[str, Any]) -> list[Section]:
         memory, why = None, "serverless inference is CPU only" if gpu else ""
         if not gpu and footprint is None:
             why = "cdk.json's model.footprint is not set (the model's size sizes serverless memory)"
-        elif not gpu and not _valid_footprint(footprint):
-            why = "cdk.json's model.footprint is not valid (gguf_bytes and kv_bytes_per_token: whole numbers over 0)"
         elif not gpu:
-            assert isinstance(footprint, Mapping)
             try:
+                sizes = ModelFootprint.model_validate(footprint)
                 memory = serverless_memory_mb(
                     None,
-                    footprint["gguf_bytes"],
-                    footprint["kv_bytes_per_token"],
+                    sizes.gguf_bytes,
+                    sizes.kv_bytes_per_token,
                     ctx_size=int(raw["ctx_size"]),
                     contexts=int(raw["max_concurrency"]),
                 )
+            except ValidationError:
+                why = "cdk.json's model.footprint is not valid (gguf_bytes, kv_bytes_per_token: whole numbers over 0)"
             except ValueError as exc:
                 why = str(exc).split(":")[0]  # "the model needs about N MB (...)"
         scaling = raw.get("autoscaling") or {}

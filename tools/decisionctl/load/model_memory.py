@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import math
 
+from pydantic import Field
+
+from decisionctl.config_section import FrozenConfig
+
 MIB = 1 << 20
 SERVERLESS_MEMORY_STEP_MB = 1024
 SERVERLESS_MEMORY_MB = (1024, 6144)  # ServerlessConfig.MemorySizeInMB's range, in 1 GB steps
@@ -19,6 +23,17 @@ MISSING_FOOTPRINT = (
     "hosting.mode serverless sizes memory from the model: set model.footprint (gguf_bytes: manifest.json's "
     "size_bytes; kv_bytes_per_token: from the GGUF's metadata, docs/deploy.md)"
 )
+
+
+class ModelFootprint(FrozenConfig):
+    """What memory sizing reads of the served model: `model.footprint` in cdk.json."""
+
+    gguf_bytes: int = Field(gt=0, description="The GGUF's size (manifest.json's size_bytes).")
+    kv_bytes_per_token: int = Field(
+        gt=0,
+        description="K and V in f16 for every layer per context token: 2 x block_count x head_count_kv x "
+        "(embedding_length / head_count) x 2 from the GGUF's metadata (decision_adapter.gguf_metadata).",
+    )
 
 
 def memory_needed_mb(gguf_bytes: int, kv_bytes_per_token: int, *, ctx_size: int, contexts: int) -> int:

@@ -1,0 +1,13 @@
+"""The base of every cdk.json section's model, frozen, strict and with no key the schema does not name: one
+definition that the stacks' config classes and the sections decisionctl reads (evaluation_record, load/model_memory)
+share, since decisionctl imports no stacks module."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class FrozenConfig(BaseModel):
+    """A validated cdk.json section: immutable once loaded, strict types, unknown keys refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
