@@ -35,7 +35,9 @@ class ArtifactAnswerSettings(FrozenConfig):
         default=None, description="DECISION_ORDER_DEBIAS."
     )
     adaptive_tolerance: float | None = Field(default=None, gt=0.0, le=1.0, description="DECISION_ADAPTIVE_TOLERANCE.")
-    state_boundary: Literal["off", "tagged"] | None = Field(default=None, description="DECISION_STATE_BOUNDARY.")
+    state_boundary: Literal["off", "tagged", "datamarked", "sandwiched", "spotlit"] | None = Field(
+        default=None, description="DECISION_STATE_BOUNDARY."
+    )
     out_of_scope: bool | None = Field(default=None, description="DECISION_OUT_OF_SCOPE.")
     min_label_mass: float | None = Field(default=None, gt=0.0, le=1.0, description="DECISION_MIN_LABEL_MASS.")
     rotation_max_options: int | None = Field(default=None, ge=2, le=26, description="DECISION_ROTATION_MAX_OPTIONS.")

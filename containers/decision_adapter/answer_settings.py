@@ -41,7 +41,9 @@ class AnswerSettings(BaseModel):
         None, gt=0.0, le=1.0, description="DECISION_ADAPTIVE_TOLERANCE: how far adaptive may stop from every rotation."
     )
     state_boundary: StateBoundary | None = Field(
-        None, description="DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data."
+        None,
+        description="DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data (off, tagged, "
+        "datamarked, sandwiched, spotlit).",
     )
     out_of_scope: bool | None = Field(
         None, description="DECISION_OUT_OF_SCOPE: every question offered a 'none of these' option."

@@ -27,7 +27,9 @@ InputFlag = Literal["control_strings", "addressed_to_classifier"]
 INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier")
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"
-StateBoundary = Literal["off", "tagged"]  # DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data
+# DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data (prompting/boundary.py says each)
+StateBoundary = Literal["off", "tagged", "datamarked", "sandwiched", "spotlit"]
+STATE_BOUNDARIES: tuple[str, ...] = get_args(StateBoundary)
 SUM_TOLERANCE = 1e-6
 # A confidence equal to a threshold is at or above it (the policy's bands and evaluate's coverage grid alike).
 TOLERANCE = 1e-12

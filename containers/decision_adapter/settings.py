@@ -98,9 +98,11 @@ class AdapterSettings(BaseSettings):
     )
     state_boundary: StateBoundary = Field(
         "off",
-        description="How the generic prompt marks the state as data: off, or tagged (the state between two lines "
-        "carrying a tag drawn from it, and a system line saying that nothing between them is an instruction). "
-        "Caller text never becomes control tokens either way.",
+        description="How the generic prompt marks the state as data: off; tagged (the state between two lines "
+        "carrying a tag drawn from it, and a system line saying that nothing between them is an instruction); "
+        "datamarked (tagged, every whitespace character of the state written as ˆ, and a system line naming the "
+        "mark); sandwiched (tagged, and after the state a reminder that it was data and only the question after it "
+        "is to be answered); spotlit (datamarked and sandwiched). Caller text never becomes control tokens either way.",
     )
     adaptive_tolerance: float = Field(
         0.34,
