@@ -73,8 +73,10 @@ def is_no_capacity(answer: Answer) -> bool:
 class CapacityWaiter:
     """One endpoint's waits, shared by its callers (threads included). A wait is an episode: it starts at the first
     refusal, ends at the first answer, and its budget is the episode's, so a retry policy above that asks again right
-    after a spent budget is refused at once instead of waiting the budget again. A refusal longer than two intervals
-    after the last starts a new episode."""
+    after a spent budget is refused at once instead of waiting the budget again. A send made more than two intervals
+    after the last refusal arrived starts a new episode (measured to the send, not to its refusal: a refused call
+    that takes longer than the interval, a slow upload of a large body, stays in its episode). Each call is bounded
+    by its own elapsed time too, its first send included, whatever the episode says."""
 
     def __init__(self, wait: CapacityWait | None, endpoint: str) -> None:
         self.wait, self.endpoint = wait, endpoint
@@ -82,26 +84,29 @@ class CapacityWaiter:
         self._started: float | None = None
         self._last = 0.0
 
-    def _waited(self, wait: CapacityWait) -> float:
+    def _waited(self, wait: CapacityWait, sent_at: float, begun: float) -> float:
+        """How long this call has waited for capacity: the episode's time or its own, the longer."""
         now = wait.clock()
         with self._lock:
-            if self._started is None or now - self._last > 2 * wait.interval_s:
-                self._started = now
+            if self._started is None or sent_at - self._last > 2 * wait.interval_s:
+                self._started = begun
             self._last = now
-            return now - self._started
+            return max(now - self._started, now - begun)
 
     def invoke(self, call: Callable[[], Answer]) -> Answer:
-        """`call()` until a copy answers or the episode's budget is spent; the answer carries its sends. Spent, the
-        no-capacity answer says how long the endpoint was waited for."""
+        """`call()` until a copy answers or the budget is spent (the episode's, and this call's own elapsed time);
+        the answer carries its sends. Spent, the no-capacity answer says how long the endpoint was waited for."""
         wait = self.wait
+        begun = sent_at = wait.clock() if wait is not None else 0.0
         answer, sends, waited = call(), 1, 0.0
         while is_no_capacity(answer) and wait is not None:
-            waited = self._waited(wait)
+            waited = self._waited(wait, sent_at, begun)
             pause = min(wait.interval_s, wait.budget_s - waited)
             if pause <= 0:
                 break
             wait.on_wait(CapacityProgress(self.endpoint, waited, wait.budget_s, sends))
             wait.sleep(pause)
+            sent_at = wait.clock()
             answer, sends = call(), sends + 1
         if not is_no_capacity(answer):
             with self._lock:
