@@ -1,0 +1,1 @@
+"""The decider suite's generator (evaluation/DATASHEET.md): four kinds of state, three labeled questions over each."""
