@@ -83,7 +83,7 @@ class FakeRuntime:
     def units(self) -> list[Unit]:
         return list(self._units)
 
-    def eval_units(self, units: Sequence[Unit]) -> npt.NDArray[np.float32]:
+    def eval_units(self, units: Sequence[Unit], deadline: object = None) -> npt.NDArray[np.float32]:
         keep = 0
         while keep < len(units) - 1 and keep < len(self._units) and self._units[keep] == units[keep]:
             keep += 1

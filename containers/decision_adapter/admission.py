@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 from . import events
+from .deadline import Deadline
 from .errors import Overloaded, status_of
 from .events import log_rejection
 
@@ -96,10 +97,13 @@ class Lane(Generic[E]):
         ahead = self.admitted + self.waiting
         return retry_after_estimate(ahead, self.service.mean_s, len(self.contexts), floor_s=self.retry_floor_s)
 
-    async def run(self, fn: Callable[[E], T], *, request_id: str, route: str) -> T:
+    async def run(self, fn: Callable[[E], T], *, request_id: str, route: str, deadline: Deadline | None = None) -> T:
         """Take a permit (or raise Overloaded with the estimate once the wait is over), then an idle context, and
-        run `fn` on it in a worker thread; the time it held the context feeds the estimate."""
-        if not await self._permit():
+        run `fn` on it in a worker thread; the time it held the context feeds the estimate. Every wait is bounded:
+        for a permit by `wait_s` and the deadline, for a context (behind the admitted requests) by the deadline,
+        past which DeadlineExceeded; `fn` checks the same deadline, so what the lane shields ends with it too."""
+        deadline = deadline or Deadline.never()
+        if not await self._permit(deadline):
             self.rejected += 1
             seconds = self.retry_after()
             waited = f", after waiting {self.wait_s:g} s for a place" if self.wait_s > 0 else ""
@@ -111,7 +115,7 @@ class Lane(Generic[E]):
             log_rejection(request_id, route, status_of(err), events.OVERLOAD_REJECTED)
             raise err
         try:
-            context = await self._idle.get()
+            context = await self._context(deadline)
         except BaseException:
             self._release()
             raise
@@ -130,18 +134,31 @@ class Lane(Generic[E]):
             self._idle.put_nowait(context)
             self._release()
 
-    async def _permit(self) -> bool:
-        """A permit now if one is free and nobody waits for one, else the first handed over within the wait."""
+    async def _context(self, deadline: Deadline) -> E:
+        """The next idle context, waited for until the deadline (the permits admit more requests than contexts)."""
+        if not self._idle.empty():
+            return self._idle.get_nowait()
+        remaining = deadline.remaining()
+        try:
+            async with asyncio.timeout(None if math.isinf(remaining) else max(0.0, remaining)):
+                return await self._idle.get()
+        except TimeoutError:
+            raise deadline.exceeded(f"a {self.name} context was free") from None
+
+    async def _permit(self, deadline: Deadline) -> bool:
+        """A permit now if one is free and nobody waits for one, else the first handed over within the wait (and the
+        request's deadline)."""
         if self.admitted < self.limit and not self._waiters:
             self.admitted += 1
             return True
-        if self.wait_s <= 0:
+        wait_s = min(self.wait_s, deadline.remaining())
+        if wait_s <= 0:
             return False
         self.waited += 1
         handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(handed)
         try:
-            async with asyncio.timeout(self.wait_s):
+            async with asyncio.timeout(wait_s):
                 await asyncio.shield(handed)  # the timeout must not cancel a permit handed over in the same turn
         except TimeoutError:
             pass

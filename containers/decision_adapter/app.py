@@ -19,7 +19,7 @@ import anyio
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import RELEASE_DATE, __version__, bulk, events, handlers, openai_decisions
 from . import openai_schemas as oa
@@ -118,18 +118,38 @@ async def invocations(request: Request, service: Service) -> Response:
     raw = await request.body()
     if bulk.is_json_lines(request.headers.get("content-type")):
         return await handlers.answer_json_lines(service, raw)
+    payload = await anyio.to_thread.run_sync(parsed, raw)  # a body of megabytes is parsed off the event loop
+    shape = _shape(payload)
+    if shape == "openai_decision":
+        request.state.envelope = "openai"  # its errors in the envelope its client reads
+    body = await anyio.to_thread.run_sync(validated, SHAPES[shape], payload)
+    if isinstance(body, DecisionRequest):
+        return await handlers.answer(service, body, "/invocations")
+    if isinstance(body, oa.DecisionCreate):
+        return await handlers.answer_openai(service, body, "/invocations")
+    assert isinstance(body, ChatCompletionRequest)
+    return await handlers.chat(service, body)
+
+
+SHAPES: dict[str, type[BaseModel]] = {
+    "decision": DecisionRequest,
+    "openai_decision": oa.DecisionCreate,
+    "chat": ChatCompletionRequest,
+}
+
+
+def parsed(raw: bytes) -> Any:
     try:
-        payload = json.loads(raw)
+        return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise invalid_json(e) from None
-    shape = _shape(payload)
+    except RecursionError:  # nested deeper than Python's JSON reader goes (about 1,000 levels)
+        raise invalid_json(json.JSONDecodeError("nested too deep", "", 0)) from None
+
+
+def validated(model: type[BaseModel], payload: Any) -> BaseModel:
     try:
-        if shape == "decision":
-            return await handlers.answer(service, DecisionRequest.model_validate(payload), "/invocations")
-        if shape == "openai_decision":
-            request.state.envelope = "openai"  # its errors in the envelope its client reads
-            return await handlers.answer_openai(service, oa.DecisionCreate.model_validate(payload), "/invocations")
-        return await handlers.chat(service, ChatCompletionRequest.model_validate(payload))
+        return model.model_validate(payload)
     except ValidationError as e:
         raise InvalidRequest(validation_detail(e.errors(), prefix=("body",))) from None
 
@@ -213,7 +233,14 @@ def create_app(
         lifespan=lifespan,
         description="System One decision API over llama.cpp logits, in SageMaker's container contract. This "
         f"endpoint answers at most {settings.max_questions} questions a request and {settings.max_options} options a "
-        f"question (413 request_limit_exceeded past them), in bodies of at most {settings.max_body_bytes} bytes.",
+        f"question (413 request_limit_exceeded past them), in bodies of at most {settings.max_body_bytes} bytes. A "
+        f"JSON Lines body on /invocations carries at most {settings.max_body_records} records "
+        "(DECISION_MAX_BODY_RECORDS; 413 request_limit_exceeded) and text of at most "
+        f"{settings.max_body_tokens or 'DECISION_MAX_REQUEST_TOKENS'} tokens by the count of its characters "
+        "(DECISION_MAX_BODY_TOKENS; 413 token_budget_exceeded), each distinct state once. Every request has "
+        f"{settings.request_timeout_s:g} s (DECISION_REQUEST_TIMEOUT_S) from its arrival: past it, 504 "
+        "deadline_exceeded, and a JSON Lines body answers the records it finished with a deadline_exceeded line for "
+        "each of the others. A lone UTF-16 surrogate in any text: 400 invalid_text.",
     )
     app.state.settings = settings
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

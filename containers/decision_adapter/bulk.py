@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import AdapterError, InvalidRequest, invalid_json, record_error, validation_detail
+from .errors import AdapterError, InvalidRequest, RequestLimitExceeded, invalid_json, record_error, validation_detail
 from .schemas import DecisionRequest
 from .settings import AdapterSettings
 
@@ -54,9 +54,16 @@ class JsonLinesRecord:
     line: bytes = b""
 
 
-def parse(body: bytes) -> list[JsonLinesRecord]:
-    """The records of a body in order (blank lines are none); a record that cannot be read has its error."""
-    return [_record(raw) for raw in body.split(b"\n") if raw.strip()]
+def parse(body: bytes, max_records: int | None = None) -> list[JsonLinesRecord]:
+    """The records of a body in order (blank lines are none); a record that cannot be read has its error. More than
+    `max_records` (DECISION_MAX_BODY_RECORDS) is refused whole, counted before any record is read."""
+    lines = [raw for raw in body.split(b"\n") if raw.strip()]
+    if max_records is not None and len(lines) > max_records:
+        raise RequestLimitExceeded(
+            f"the body has {len(lines)} records; this endpoint reads at most {max_records} in one body "
+            "(DECISION_MAX_BODY_RECORDS): split the body"
+        )
+    return [_record(raw) for raw in lines]
 
 
 def _record(raw: bytes) -> JsonLinesRecord:
@@ -64,6 +71,8 @@ def _record(raw: bytes) -> JsonLinesRecord:
         value = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         return JsonLinesRecord(None, error=invalid_json(e))
+    except RecursionError:  # nested deeper than Python's JSON reader goes (about 1,000 levels)
+        return JsonLinesRecord(None, error=invalid_json(json.JSONDecodeError("nested too deep", "", 0)))
     record_id = value.get("id") if isinstance(value, dict) else None
     problems: list[dict[str, Any]] = []
     if not _is_scalar(record_id):

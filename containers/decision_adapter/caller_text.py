@@ -17,6 +17,7 @@ in doubt, text is data.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import pairwise
@@ -39,16 +40,34 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def mark(value: Any) -> Any:
-    """The value with every string in it (object keys included) marked as the caller's; other scalars as they are."""
+    """The value with every string in it (object keys included) marked as the caller's; other scalars as they are.
+    Walked with an explicit stack: each string and container is visited once, however deep the nesting."""
     if isinstance(value, BaseModel):
         return mark_model(value)
-    if isinstance(value, str):
-        return OPEN + value.translate(_NEUTRAL) + CLOSE
-    if isinstance(value, dict):
-        return {mark(k): mark(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mark(v) for v in value]
-    return value
+    if not isinstance(value, dict | list):
+        return _mark_scalar(value)
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]  # (value, where its marked copy goes, the key there)
+    while stack:
+        item, parent, slot = stack.pop()
+        if isinstance(item, dict):
+            copy: Any = {}
+            for k, v in item.items():
+                copy[_mark_scalar(k)] = None
+                stack.append((v, copy, _mark_scalar(k)))
+        elif isinstance(item, list):
+            copy = [None] * len(item)
+            stack.extend((v, copy, i) for i, v in enumerate(item))
+        elif isinstance(item, BaseModel):
+            copy = mark_model(item)
+        else:
+            copy = _mark_scalar(item)
+        parent[slot] = copy
+    return root[0]
+
+
+def _mark_scalar(value: Any) -> Any:
+    return OPEN + value.translate(_NEUTRAL) + CLOSE if isinstance(value, str) else value
 
 
 def caller_fields(model: BaseModel) -> dict[str, Any]:
@@ -62,20 +81,43 @@ def mark_model(model: M) -> M:
     return model.model_copy(update={n: mark(v) for n, v in caller_fields(model).items()})
 
 
-def caller_strings(value: Any) -> Iterator[str]:
-    """Every string `mark` would mark in a value (object keys included)."""
-    if isinstance(value, BaseModel):
-        for v in caller_fields(value).values():
-            yield from caller_strings(v)
-    elif isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield k
-            yield from caller_strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from caller_strings(v)
+def caller_strings(value: Any, *, scalars: bool = False) -> Iterator[str]:
+    """Every string `mark` would mark in a value (object keys included), in document order; with `scalars`, numbers
+    and booleans too, as JSON writes them (what a rendered state shows of them). An explicit stack: each value is
+    visited once, so the walk costs what the value holds, not that times its depth."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            for k, v in reversed(item.items()):
+                stack.append(v)
+                stack.append(k)
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, BaseModel):
+            stack.extend(reversed(caller_fields(item).values()))
+        elif scalars and isinstance(item, bool):
+            yield "true" if item else "false"
+        elif scalars and isinstance(item, int | float):
+            yield json.dumps(item)
+
+
+def nesting_depth(value: Any) -> int:
+    """How many objects and arrays deep a value goes (a string: 0; a request model's fields: its own level not
+    counted), walked with an explicit stack."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, BaseModel):
+            stack.extend((v, depth) for v in caller_fields(item).values())
+        elif isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            values = item.values() if isinstance(item, dict) else item
+            stack.extend((v, depth + 1) for v in values if isinstance(v, dict | list))
+    return deepest
 
 
 def is_marked(text: str) -> bool:

@@ -28,6 +28,7 @@ from .adaptive import settled
 from .calibration import ActiveCalibration
 from .caller_text import mark, mark_model
 from .contract import InputFlag, options_hash
+from .deadline import Deadline
 from .errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .input_flags import flags_of, state_flags
 from .outcomes import DecisionOutcome, Scored
@@ -91,12 +92,24 @@ class DecisionEngine:
         self._label_tokens: dict[str, int] = {}
         self._units_of_text: dict[str, Unit] = {}
         self._prefix_snapshot: tuple[tuple[Unit, ...], bytes] | None = None
+        self._deadline = Deadline.never()  # the scoring request's (score sets it)
 
     # -- public
-    def score(self, request: DecisionRequest, memo: AnswerMemo | None = None) -> DecisionOutcome:
+    def score(
+        self, request: DecisionRequest, memo: AnswerMemo | None = None, deadline: Deadline | None = None
+    ) -> DecisionOutcome:
         """`memo`: the answers of earlier records of one JSON Lines mini-batch; a question asked again of the
-        same state is answered from it (the same computation, not repeated) and new answers go into it."""
+        same state is answered from it (the same computation, not repeated) and new answers go into it. `deadline`:
+        checked between units of work (each text tokenized, prefill chunk, question); past it DeadlineExceeded."""
+        self._deadline = deadline or Deadline.never()
+        try:
+            return self._score(request, memo)
+        finally:
+            self._deadline = Deadline.never()
+
+    def _score(self, request: DecisionRequest, memo: AnswerMemo | None) -> DecisionOutcome:
         t0 = time.perf_counter()
+        self._deadline.check("marking the state")
         shown_state = mark(request.state)  # what the scheme renders: every caller string marked (caller_text.py)
         prefix = self._prefix_units(shown_state)
         prefix_len = sum(len(u) for u in prefix)
@@ -112,8 +125,10 @@ class DecisionEngine:
         source = self._load_prefix(prefix)
         t2 = time.perf_counter()
         answers = {}
+        self._deadline.check("the input flags")
         flagged = state_flags(request.state, self.rt.has_control_string)
         for qid, plan in plans.items():
+            self._deadline.check("the next question")
             if memo is None:
                 answers[qid] = self._flagged(self._score_question(prefix, plan), flagged, plan.question)
                 continue
@@ -158,6 +173,7 @@ class DecisionEngine:
         for i, text in enumerate(self.scheme.prefix_texts(shown_state)):
             cached = self._units_of_text.get(text) if i == 0 else None  # the header repeats: tokenize it once
             if cached is None:
+                self._deadline.check("tokenizing the state")
                 cached = self.rt.tokenize(text, add_bos=self.scheme.add_bos and i == 0)
                 if i == 0:
                     if len(self._units_of_text) >= 8:  # the header rarely changes; never let this grow with states
@@ -179,6 +195,7 @@ class DecisionEngine:
         passes: list[DecisionEngine._Pass] = []
         specs = self.scheme.passes(shown, shown_options, qid=mark(qid), state=shown_state, out_of_scope=out_of_scope)
         for spec in specs:
+            self._deadline.check("tokenizing a question")
             codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
             if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
                 raise RuntimeFailure("labels of one question must all be one token or all be two")
@@ -225,14 +242,14 @@ class DecisionEngine:
 
     def _eval(self, units: list[Unit]) -> npt.NDArray[np.float32]:
         try:
-            return self.rt.eval_units(units)
+            return self.rt.eval_units(units, self._deadline)
         except NeedsRestore:
             snap = self._prefix_snapshot
             if snap is None or list(snap[0]) != units[: len(snap[0])]:
                 self.rt.forget()
             else:
                 self.rt.restore(snap[0], snap[1])
-            return self.rt.eval_units(units)
+            return self.rt.eval_units(units, self._deadline)
 
     def _score_question(self, prefix: tuple[Unit, ...], plan: DecisionEngine._Plan) -> Scored:
         n = len(plan.options)

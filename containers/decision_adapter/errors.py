@@ -49,6 +49,14 @@ class UnsupportedShape(AdapterError):
     """A body on /invocations that is neither a decision nor a chat request."""
 
 
+class UnencodableText(AdapterError):
+    """Caller text with no UTF-8 form (a lone UTF-16 surrogate): refused before anything tokenizes it."""
+
+
+class ChatTemplateRefused(AdapterError):
+    """The model's chat template refused the conversation (its own `raise_exception`: roles out of order, say)."""
+
+
 class ChatNotServed(AdapterError):
     """Chat completions are switched off (DECISION_CHAT_CONTEXTS=0): the endpoint serves decisions only."""
 
@@ -73,6 +81,10 @@ class Overloaded(AdapterError):
     """No permit left: refused at once, with Retry-After."""
 
 
+class DeadlineExceeded(AdapterError):
+    """The request's time budget (DECISION_REQUEST_TIMEOUT_S) ran out: its work stopped between two units."""
+
+
 class NotReady(AdapterError):
     """The model is still loading."""
 
@@ -93,18 +105,22 @@ class ErrorKind:
     retry_after: int | None = None  # where the error carries none
 
 
-# 429, 503 and 500 are the statuses clients retry; none of them is used for bad input.
+# 429, 503 and 500 are the statuses clients retry; none of them is used for bad input. 504: the request's own time
+# budget ran out (asking the same again costs the same).
 ERROR_TABLE: dict[type[Exception], ErrorKind] = {
     InvalidRequest: ErrorKind(422, "invalid_request"),
     AuthenticationError: ErrorKind(401, "authentication_error"),
     ModelNotServed: ErrorKind(404, "model_not_found"),
     UnsupportedShape: ErrorKind(400, "unsupported_request_shape"),
+    UnencodableText: ErrorKind(400, "invalid_text"),
+    ChatTemplateRefused: ErrorKind(400, "chat_template_refused", "the model's chat template refused the messages: {}"),
     ChatNotServed: ErrorKind(400, "chat_not_served"),
     PayloadTooLarge: ErrorKind(413, "payload_too_large"),
     TokenBudgetExceeded: ErrorKind(413, "token_budget_exceeded"),
     RequestLimitExceeded: ErrorKind(413, "request_limit_exceeded"),
     Overloaded: ErrorKind(429, "overloaded"),
     NotReady: ErrorKind(503, "not_ready"),
+    DeadlineExceeded: ErrorKind(504, "deadline_exceeded"),
     RuntimeFailure: ErrorKind(500, "internal_error", "the model runtime failed: {}", retry_after=1),
 }
 

@@ -19,6 +19,7 @@ DECISION = "decision"  # one line per answered decision request
 READY = "ready"  # the model is loaded and the routes answer
 OVERLOAD_REJECTED = "overload_rejected"  # a 429: no permit left
 TOKEN_BUDGET_EXCEEDED = "token_budget_exceeded"  # noqa: S105 - a 413: the request does not fit the context
+DEADLINE_EXCEEDED = "deadline_exceeded"  # a 504: the request's time budget ran out (DECISION_REQUEST_TIMEOUT_S)
 RUNTIME_FAILURE = "runtime_failure"  # a 500: llama.cpp failed on a well-formed request
 MODEL_CHECKSUM_MISMATCH = "model_checksum_mismatch"  # start-up stops: the GGUF is not the one declared
 MODEL_NOT_LOADED = "model_not_loaded"  # start-up stops: no model, or one that cannot be served as declared

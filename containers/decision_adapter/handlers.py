@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from fastapi.responses import JSONResponse, Response
 
 from . import bulk, events, openai_decisions
@@ -42,16 +43,20 @@ async def answer(s: ModelService, body: DecisionRequest, route: str) -> Response
 
 
 async def answer_openai(s: ModelService, body: oa.DecisionCreate, route: str) -> Response:
-    """An OpenAI Decisions request: System One's work on the translated request, answered in OpenAI's shape."""
-    translated = openai_decisions.to_decision_request(body)
+    """An OpenAI Decisions request: System One's work on the translated request (translated in a worker thread: it
+    walks every item of the input), answered in OpenAI's shape."""
+    translated = await anyio.to_thread.run_sync(openai_decisions.to_decision_request, body)
     response, outcome = await answered(s, translated.request, route)
     return JSONResponse(openai_decisions.wire(openai_decisions.decision_of(translated, response, outcome)))
 
 
 async def answer_json_lines(s: ModelService, body: bytes, *, route: str = "/invocations") -> Response:
     """A JSON Lines mini-batch: one admission permit (429 for the whole body when none is left) and one context for
-    all its records (the service's `decide_batch`); one line per record, in the records' order."""
-    records = bulk.parse(body)
+    all its records (the service's `decide_batch`); one line per record, in the records' order. Past
+    DECISION_MAX_BODY_RECORDS the body is refused before any record is read; past the request's deadline the records
+    answered keep their lines and the others get `deadline_exceeded` lines. Parsed in a worker thread."""
+    deadline = s.deadline()
+    records = await anyio.to_thread.run_sync(bulk.parse, body, s.settings.max_body_records)
     for record in records:
         if record.request is not None:
             try:
@@ -60,7 +65,9 @@ async def answer_json_lines(s: ModelService, body: bytes, *, route: str = "/invo
                 record.request, record.error = None, e
     pending = [r for r in records if r.request is not None]
     if pending:
-        decided = await s.decide_batch([r.request for r in pending if r.request is not None], route=route)
+        decided = await s.decide_batch(
+            [r.request for r in pending if r.request is not None], route=route, deadline=deadline
+        )
         for record, d in zip(pending, decided, strict=True):
             if d.outcome is None:
                 record.error = d.error
@@ -76,10 +83,11 @@ async def answer_json_lines(s: ModelService, body: bytes, *, route: str = "/invo
 async def answered(s: ModelService, body: DecisionRequest, route: str) -> tuple[DecisionResponse, DecisionOutcome]:
     """One decision request answered (its model checked, its decision line written): the response and the outcome
     it was made from (OpenAI's route reads the outcome's token counts too)."""
+    deadline = s.deadline()
     check_model(body, s.served_names)
     request_id = uuid.uuid4().hex
     t0 = time.perf_counter()
-    outcome = await s.decide(body, request_id=request_id, route=route)
+    outcome = await s.decide(body, request_id=request_id, route=route, deadline=deadline)
     latency_ms = (time.perf_counter() - t0) * 1e3
     return respond(s, body, outcome, request_id=request_id, route=route, latency_ms=latency_ms), outcome
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .caller_text import caller_strings
 from .contract import INPUT_FLAGS, InputFlag
+from .slicing import OVERLAP, stable_pieces
 
 # Words a customer's message has no reason to address to whoever classifies it: orders to ignore the
 # prompt, claims about which answer is right, answer lines, role lines. English, Spanish, French, German,
@@ -29,8 +30,8 @@ _ADDRESSED = re.compile(
             r"\b(correct|right|only valid|true|best|expected)\s+(answer|option|choice|label|classification)\s+(is|=|:)",
             r"\b(you|the model|the classifier|the assistant|ai)\s+(must|should|will|shall)\s+"
             r"(answer|choose|select|pick|reply|respond|classify|output)\b",
-            r"^\s*(final\s+)?(answer|label|classification|decision)\s*[:=]\s*\S",
-            r"^\s*(system|assistant|developer)\s*:",
+            r"^[^\S\n]*+(final\s+)?(answer|label|classification|decision)\s*[:=]\s*\S",
+            r"^[^\S\n]*+(system|assistant|developer)\s*:",
             r"\b(ignora|olvida)\b[^.\n]{0,40}\b(instrucciones|criterios|reglas)\b",
             r"\bla\s+respuesta\s+correcta\s+es\b",
             r"\b(ignorez|oubliez)\b[^.\n]{0,40}\b(instructions|critères|règles)\b",
@@ -43,8 +44,15 @@ _ADDRESSED = re.compile(
     ),
     re.MULTILINE,
 )
-# Format characters (zero-width spaces and joiners, bidi controls, soft hyphens): invisible, dropped before matching.
-_FORMAT = dict.fromkeys(c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf")
+# Line starts match only the spaces of their own line (`[^\S\n]*+`, possessive): `^\s*` under MULTILINE read the
+# whole run of blank lines after each line start, lines x run length (issue 43). Every other repeat follows a word.
+# Format characters (zero-width spaces and joiners, bidi controls, soft hyphens) and control characters but tab and
+# the line ends (bytes a vocabulary drops, as SmolLM2 drops 0x04): invisible to a reader or the model, dropped.
+_INVISIBLE = dict.fromkeys(
+    c
+    for c in range(sys.maxunicode + 1)
+    if unicodedata.category(chr(c)) == "Cf" or (unicodedata.category(chr(c)) == "Cc" and chr(c) not in "\t\n\r")
+)
 # Letters of other scripts drawn like Latin ones (Unicode's confusables for Cyrillic and Greek), folded to them.
 _CONFUSABLES = str.maketrans(
     "аеіјорсхуѕԁɡкмнтвАВЕІЈКМНОРСТХЅαεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
@@ -55,11 +63,25 @@ _CONFUSABLES = str.maketrans(
 def normalized(text: str) -> str:
     """Text as the flags read it: NFKC (fullwidth and other compatibility forms to plain ones), format characters
     removed, Cyrillic and Greek look-alikes folded to Latin, case-folded."""
-    return unicodedata.normalize("NFKC", text).translate(_FORMAT).translate(_CONFUSABLES).casefold()
+    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).translate(_CONFUSABLES).casefold()
 
 
 def addressed_to_classifier(state: Any) -> bool:
-    return any(_ADDRESSED.search(normalized(s)) for s in caller_strings(state))
+    return any(_addressed(s) for s in caller_strings(state))
+
+
+def _addressed(text: str) -> bool:
+    """Whether one string holds text addressed to the classifier, read a slice at a time (slicing.stable_pieces: no
+    C call holds the GIL for the whole of a long text). Each slice is searched with the end of the one before it
+    (OVERLAP characters, and the character before them, so `^` and `\\b` read as in the whole text)."""
+    before = ""
+    for piece in stable_pieces(text):
+        shown = normalized(piece)
+        window = before + shown
+        if _ADDRESSED.search(window, 1 if before else 0):
+            return True
+        before = window[-(OVERLAP + 1) :]
+    return False
 
 
 def flags_of(

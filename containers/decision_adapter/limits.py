@@ -12,20 +12,54 @@ passes is tokenized (linear, caller_text.py) and checked exactly by the engine.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .caller_text import caller_strings
-from .errors import RequestLimitExceeded, TokenBudgetExceeded, request_budget_exceeded
-from .schemas import ChoiceQuestion, DecisionRequest
+from .caller_text import caller_strings, nesting_depth
+from .errors import RequestLimitExceeded, TokenBudgetExceeded, UnencodableText, request_budget_exceeded
+from .schemas import ChoiceQuestion, DecisionRequest, render_text
+from .slicing import stable_pieces
+
+MAX_NESTING = 64  # objects and arrays in a state or a question's text, nested: deeper reads as noise, not a decision
 
 
 def caller_text_of(value: Any) -> str:
-    """Every string `caller_text.mark` would mark in a value, joined: what its tokens are counted from."""
-    return "".join(caller_strings(value))
+    """Every character of a value a prompt renders, joined: what its tokens are counted from. Its strings (those
+    `caller_text.mark` marks, object keys included), and its numbers and booleans as JSON writes them: a state of
+    zeros is text too. Not null (a missing description renders as nothing) nor JSON's punctuation (a template may
+    render an object another way)."""
+    return "".join(caller_strings(value, scalars=True))
+
+
+def state_text(state: Any) -> str:
+    """The state's text as the generic prompt renders it (an object or array as JSON: every key, string, number,
+    boolean and the punctuation between them), what its tokens are counted from. One C call, not a walk."""
+    return render_text(state)
+
+
+def state_key(state: Any) -> str:
+    """A state's identity within a body: records with the same key share one evaluation of their state."""
+    return json.dumps(state, ensure_ascii=False)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_encodable(text: str) -> None:
+    """Refuse text that has no UTF-8 form (a lone UTF-16 surrogate, which JSON's `\\ud800` escape can carry):
+    nothing can tokenize it."""
+    for piece in stable_pieces(text):
+        found = _SURROGATE.search(piece)
+        if found:
+            raise UnencodableText(
+                f"the request's text holds a lone UTF-16 surrogate (U+{ord(found.group()):04X}), which is not text: "
+                "send characters, or a surrogate pair's character as one escape pair"
+            )
 
 
 @dataclass(frozen=True)
@@ -36,8 +70,16 @@ class TokenFloor:
     longest: int  # the most any token reads: every other character's reach
 
     def tokens(self, text: str) -> int:
-        share = sum(n / self.reach.get(c, self.longest) for c, n in Counter(text).items())
+        """The fewest tokens: an ASCII character no token reads counts nothing (the vocabulary drops it: SmolLM2's
+        0x04, and the model never sees it), any other at least 1/reach. Counted a slice at a time."""
+        counts: Counter[str] = Counter()
+        for piece in stable_pieces(text):
+            counts.update(piece)
+        share = sum(n / self._reach(c) for c, n in counts.items() if c >= "\x80" or c in self.reach)
         return max(0, math.ceil(share - 1e-6))
+
+    def _reach(self, c: str) -> int:
+        return self.reach.get(c, self.longest)
 
 
 @dataclass(frozen=True)
@@ -47,6 +89,7 @@ class RequestLimits:
     floor: TokenFloor | None  # None: no bound known for this vocabulary (nothing is refused before tokenizing)
     max_questions: int
     max_options: int
+    max_body_tokens: int | None = None  # a JSON Lines body's text, each distinct state once (None: no limit)
 
     def least_tokens(self, text: str) -> int:
         """The fewest tokens the text can be (0 where the vocabulary gives no bound)."""
@@ -58,7 +101,17 @@ class RequestLimits:
         self.check_counts(
             len(questions), (len(q.criteria) for q in questions.values() if isinstance(q, ChoiceQuestion))
         )
-        self.check_text(caller_text_of(request.state), [qid + caller_text_of(q) for qid, q in questions.items()])
+        deepest = max(nesting_depth(request.state), *(nesting_depth(q) for q in questions.values()))
+        if deepest > MAX_NESTING:
+            raise RequestLimitExceeded(
+                f"the request's text nests objects and arrays {deepest} levels deep; this endpoint reads at most "
+                f"{MAX_NESTING}"
+            )
+        state = state_text(request.state)
+        asked = [qid + caller_text_of(q) for qid, q in questions.items()]
+        for text in (state, *asked):
+            check_encodable(text)
+        self.check_text(state, asked)
 
     def check_counts(self, questions: int, options: Iterable[int]) -> None:
         if questions > self.max_questions:
@@ -92,7 +145,27 @@ class RequestLimits:
         if total > self.max_request_tokens:
             raise request_budget_exceeded(f"at least {total}", self.max_request_tokens)
 
+    def check_body(self, requests: Sequence[DecisionRequest]) -> None:
+        """A JSON Lines body's text, at the least, within DECISION_MAX_BODY_TOKENS (each distinct state once: a state
+        shared by records is evaluated once); refused whole before any record is, naming the limit."""
+        if self.floor is None or self.max_body_tokens is None:
+            return
+        total, states = 0, set()
+        for request in requests:
+            key = state_key(request.state)
+            if key not in states:
+                states.add(key)
+                total += self.least_tokens(state_text(request.state))
+            total += sum(self.least_tokens(qid + caller_text_of(q)) for qid, q in request.questions.items())
+        if total > self.max_body_tokens:
+            raise TokenBudgetExceeded(
+                f"the body's {len(requests)} records hold at least {total} tokens of text for this model, each "
+                f"distinct state once; one body may hold at most {self.max_body_tokens} (DECISION_MAX_BODY_TOKENS): "
+                "split the body"
+            )
+
     def check_chat(self, text: str) -> None:
+        check_encodable(text)
         least = self.least_tokens(text)
         if least > self.n_ctx:
             raise TokenBudgetExceeded(

@@ -10,8 +10,10 @@ state is the same computation as one from scratch.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import re
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,7 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .caller_text import ControlVocabulary, is_marked
-from .errors import RuntimeFailure, TokenBudgetExceeded
+from .deadline import Deadline
+from .errors import ChatTemplateRefused, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded
 
 log = logging.getLogger("decision_adapter.runtime")
 
@@ -71,15 +74,16 @@ class LlamaRuntime:
     def units(self) -> list[Unit]:
         return list(self._units)
 
-    def eval_units(self, units: Sequence[Unit]) -> npt.NDArray[np.float32]:
+    def eval_units(self, units: Sequence[Unit], deadline: Deadline | None = None) -> npt.NDArray[np.float32]:
         """Make the KV cache hold exactly `units` and return the logits after the last token.
-        The last unit is always decoded (its logits are needed), earlier ones only if absent."""
+        The last unit is always decoded (its logits are needed), earlier ones only if absent. `deadline` is checked
+        before each prefill chunk (n_batch tokens, the batches llama-cpp-python decodes a unit in anyway)."""
         keep = 0
         while keep < len(units) - 1 and keep < len(self._units) and self._units[keep] == units[keep]:
             keep += 1
         self.rewind(keep)
         for unit in units[keep:]:
-            self._decode(unit)
+            self._decode(unit, deadline)
         return self.last_logits()
 
     def rewind(self, n_units: int) -> None:
@@ -99,11 +103,19 @@ class LlamaRuntime:
             log.warning('{"event": "kv_partial_removal_unsupported", "fallback": "full state snapshots"}')
         raise NeedsRestore(n_units)
 
-    def _decode(self, unit: Unit) -> None:
+    def _decode(self, unit: Unit, deadline: Deadline | None = None) -> None:
         if self.llm.n_tokens + len(unit) > self.n_ctx:
             raise RuntimeFailure(f"context overflow: {self.llm.n_tokens} + {len(unit)} > {self.n_ctx}")
+        step = max(1, int(self.llm.n_batch))
         try:
-            self.llm.eval(list(unit))
+            for i in range(0, len(unit), step):
+                if deadline is not None and deadline.expired():
+                    if i:
+                        self._clear()  # a unit half in the KV cache is nothing a later request can reuse
+                    raise deadline.exceeded("the next prefill chunk")
+                self.llm.eval(list(unit[i : i + step]))
+        except DeadlineExceeded:
+            raise
         except Exception as e:  # llama_decode failures surface as RuntimeError from the bindings
             self._clear()
             raise RuntimeFailure(f"llama_decode failed: {e}") from e
@@ -128,23 +140,41 @@ class LlamaRuntime:
         """Drop every unit: the next evaluation starts from an empty KV cache."""
         self._clear()
 
-    def chat_completion(self, **params: Any) -> dict[str, Any]:
+    def chat_completion(self, deadline: Deadline | None = None, **params: Any) -> dict[str, Any]:
         """llama-cpp-python's chat completion on this context, its prompt tokenized as a decision's is. The messages
         come marked (caller_text.mark): the chat handler renders them in the model's template and tokenizes the
         result through the Llama object, whose `tokenize` reads a marked text with this context's vocabulary for the
         call, so the template's turn markers are control tokens and nothing a message holds is. Text without markers,
         and a marked prompt whose caller parts hold no protected string, tokenize as llama-cpp-python's own call
-        does. It neither reuses a decision's KV state nor leaves one behind."""
+        does. It neither reuses a decision's KV state nor leaves one behind. `deadline` is checked before each prefill
+        chunk (a generated token is one: llama-cpp-python evaluates each before sampling the next); a template's own
+        refusal (`raise_exception`) is ChatTemplateRefused."""
         self._clear()
-        self.llm.tokenize = self._prompt_tokens  # an instance attribute over the method, for this call only
+        self.llm.tokenize = self._prompt_tokens  # instance attributes over the methods, for this call only
+        if deadline is not None:
+            self.llm.eval = functools.partial(self._chat_eval, deadline)
         try:
             result: dict[str, Any] = self.llm.create_chat_completion(**params)
-        except ValueError as e:  # llama-cpp-python's "Requested tokens exceed context window"
-            raise TokenBudgetExceeded(f"{e} (context budget {self.n_ctx} tokens)") from None
+        except ValueError as e:
+            if _CONTEXT_EXCEEDED in str(e):  # llama-cpp-python's "Requested tokens (n) exceed context window of m"
+                raise TokenBudgetExceeded(f"{e} (context budget {self.n_ctx} tokens)") from None
+            if _raised_by_template(e):
+                raise ChatTemplateRefused(str(e)) from None
+            raise
         finally:
             del self.llm.tokenize
+            if deadline is not None:
+                del self.llm.eval
             self._clear()
         return result
+
+    def _chat_eval(self, deadline: Deadline, tokens: Sequence[int]) -> None:
+        """llama-cpp-python's eval (the prompt, then each generated token), a batch at a time, the deadline checked
+        before each."""
+        step = max(1, int(self.llm.n_batch))
+        for i in range(0, len(tokens), step):
+            deadline.check("the next prefill chunk")
+            type(self.llm).eval(self.llm, tokens[i : i + step])
 
     def _prompt_tokens(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
         decoded = text.decode("utf-8", errors="replace")
@@ -173,6 +203,15 @@ class LlamaRuntime:
         self.llm.input_ids[: len(tokens)] = tokens
         self.llm.n_tokens = len(tokens)
         self._units = list(units)
+
+
+_CONTEXT_EXCEEDED = "exceed context window"
+
+
+def _raised_by_template(err: ValueError) -> bool:
+    """Whether the error comes from a chat template's `raise_exception` (llama-cpp-python raises a ValueError there)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return any(f.name == "raise_exception" for f in frames[-1:])
 
 
 # llama.cpp's token attributes (llama.h, enum llama_token_attr): the ones its tokenizer matches as special strings.

@@ -146,6 +146,12 @@ class ChatMessage(BaseModel):
         return "\n".join(texts)
 
 
+# OpenAI's bound on stop sequences; llama-cpp-python compares each stop's every prefix with the text's end after each
+# generated token, so a stop's length is bounded too.
+MAX_STOP_SEQUENCES, MAX_STOP_CHARS = 4, 64
+StopText = Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)]
+
+
 class ChatCompletionRequest(BaseModel):
     """The OpenAI chat-completions subset the stock DLC path serves on /invocations."""
 
@@ -157,7 +163,7 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1, le=8192)
     temperature: float = Field(0.0, ge=0.0, le=5.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    stop: str | list[str] | None = None
+    stop: StopText | Annotated[list[StopText], Field(max_length=MAX_STOP_SEQUENCES)] | None = None
     seed: int | None = None
     stream: Literal[False] = False
 

@@ -18,21 +18,23 @@ seconds, so on a shared context a decision would wait behind it; here it waits b
 from __future__ import annotations
 
 import functools
-import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
+
 from . import events
 from .admission import Lane
 from .caller_text import mark
 from .contract import DEFAULT_MODEL_ALIAS
+from .deadline import Deadline
 from .engine import AnswerMemo, DecisionEngine
-from .errors import AdapterError, ChatNotServed, RuntimeFailure, TokenBudgetExceeded, status_of
+from .errors import AdapterError, ChatNotServed, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded, status_of
 from .events import log_rejection
-from .limits import RequestLimits, TokenFloor, caller_text_of
+from .limits import RequestLimits, TokenFloor, caller_text_of, state_key
 from .outcomes import Decided, DecisionOutcome
 from .policy import Policy
 from .runtime import LlamaRuntime
@@ -99,58 +101,94 @@ class ModelService:
             floor=TokenFloor(*first.rt.token_reach) if first.rt.token_reach else None,
             max_questions=self.settings.max_questions,
             max_options=self.settings.max_options,
+            max_body_tokens=self.settings.max_body_tokens or first.max_request_tokens,
         )
 
     # -- work
-    async def run(self, fn: Callable[[DecisionEngine], T], *, request_id: str, route: str) -> T:
-        """Run `fn` on a decision context once admitted (or refused with 429); failures are counted and logged."""
-        return await self._logged(self.decision_lane, fn, request_id=request_id, route=route)
+    def deadline(self) -> Deadline:
+        """A new request's time budget (DECISION_REQUEST_TIMEOUT_S), from now."""
+        return Deadline(self.settings.request_timeout_s)
 
-    async def decide(self, request: DecisionRequest, *, request_id: str, route: str) -> DecisionOutcome:
-        self._check_limits(lambda: self.limits.check(request), request_id, route)
-        outcome = await self.run(lambda engine: engine.score(request), request_id=request_id, route=route)
+    async def run(
+        self, fn: Callable[[DecisionEngine], T], *, request_id: str, route: str, deadline: Deadline | None = None
+    ) -> T:
+        """Run `fn` on a decision context once admitted (or refused with 429); failures are counted and logged."""
+        return await self._logged(self.decision_lane, fn, request_id=request_id, route=route, deadline=deadline)
+
+    async def decide(
+        self, request: DecisionRequest, *, request_id: str, route: str, deadline: Deadline | None = None
+    ) -> DecisionOutcome:
+        deadline = deadline or self.deadline()
+        await self._check_limits(lambda: self.limits.check(request), request_id, route)
+        outcome = await self.run(
+            lambda engine: engine.score(request, deadline=deadline),
+            request_id=request_id,
+            route=route,
+            deadline=deadline,
+        )
         self.counters.decisions += 1
         return outcome
 
-    async def decide_batch(self, requests: Sequence[DecisionRequest], *, route: str) -> list[Decided]:
+    async def decide_batch(
+        self, requests: Sequence[DecisionRequest], *, route: str, deadline: Deadline | None = None
+    ) -> list[Decided]:
         """A mini-batch on one permit (429 for all when none is left) and one context: one `Decided` per request,
-        in their order. A request's adapter error is its own and the others are answered; a runtime failure
-        fails them all (the context's state is then unknown)."""
+        in their order. Refused whole (413) past the body's token limit (DECISION_MAX_BODY_TOKENS) before any work.
+        A request's adapter error is its own and the others are answered; past the deadline the requests not yet
+        answered get DeadlineExceeded and those answered keep their answers; a runtime failure fails them all (the
+        context's state is then unknown)."""
+        deadline = deadline or self.deadline()
+        request_id = uuid.uuid4().hex
+        await self._check_limits(lambda: self.limits.check_body(requests), request_id, route)
         decided = await self.run(
-            lambda engine: decide_each(engine, requests, self.limits, route=route),
-            request_id=uuid.uuid4().hex,
+            lambda engine: decide_each(engine, requests, self.limits, route=route, deadline=deadline),
+            request_id=request_id,
             route=route,
+            deadline=deadline,
         )
         self.counters.decisions += sum(1 for d in decided if d.outcome is not None)
         return decided
 
-    async def chat(self, request: ChatCompletionRequest, *, request_id: str, route: str) -> dict[str, Any]:
+    async def chat(
+        self, request: ChatCompletionRequest, *, request_id: str, route: str, deadline: Deadline | None = None
+    ) -> dict[str, Any]:
         """An OpenAI chat completion (what the stock DLC serves on /invocations) on a chat context."""
         if self.chat_lane is None:
             raise ChatNotServed(
                 "chat completions are off on this endpoint (DECISION_CHAT_CONTEXTS=0); it serves decisions"
             )
-        params = chat_parameters(request)
-        self._check_limits(lambda: self.limits.check_chat(caller_text_of(params["messages"])), request_id, route)
+        deadline = deadline or self.deadline()
+        params = await anyio.to_thread.run_sync(chat_parameters, request)
+        await self._check_limits(lambda: self.limits.check_chat(caller_text_of(params["messages"])), request_id, route)
         result = await self._logged(
-            self.chat_lane, lambda rt: rt.chat_completion(**params), request_id=request_id, route=route
+            self.chat_lane,
+            lambda rt: rt.chat_completion(deadline, **params),
+            request_id=request_id,
+            route=route,
+            deadline=deadline,
         )
         result["model"] = self.model_name  # llama-cpp-python reports the GGUF's path on disk
         self.counters.chats += 1
         return result
 
     @staticmethod
-    def _check_limits(check: Callable[[], None], request_id: str, route: str) -> None:
-        """A request's limits, before it waits for a context or any of its text is marked or tokenized."""
+    async def _check_limits(check: Callable[[], None], request_id: str, route: str) -> None:
+        """A request's limits, before it waits for a context or any of its text is marked or tokenized; in a worker
+        thread (the walk and the count are linear in the text, and the event loop answers /ping meanwhile)."""
         try:
-            check()
+            await anyio.to_thread.run_sync(check)
         except TokenBudgetExceeded as e:
             log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
             raise
 
-    async def _logged(self, lane: Lane[E], fn: Callable[[E], T], *, request_id: str, route: str) -> T:
+    async def _logged(
+        self, lane: Lane[E], fn: Callable[[E], T], *, request_id: str, route: str, deadline: Deadline | None = None
+    ) -> T:
         try:
-            return await lane.run(fn, request_id=request_id, route=route)
+            return await lane.run(fn, request_id=request_id, route=route, deadline=deadline)
+        except DeadlineExceeded as e:
+            log_rejection(request_id, route, status_of(e), events.DEADLINE_EXCEEDED)
+            raise
         except TokenBudgetExceeded as e:
             log_rejection(request_id, route, status_of(e), events.TOKEN_BUDGET_EXCEEDED)
             raise
@@ -194,18 +232,28 @@ def chat_parameters(request: ChatCompletionRequest) -> dict[str, Any]:
 
 
 def decide_each(
-    engine: DecisionEngine, requests: Sequence[DecisionRequest], limits: RequestLimits, *, route: str
+    engine: DecisionEngine,
+    requests: Sequence[DecisionRequest],
+    limits: RequestLimits,
+    *,
+    route: str,
+    deadline: Deadline | None = None,
 ) -> list[Decided]:
     """The requests on one engine (in a worker thread) in `evaluation_order`, sharing one memo: each held to its
     limits, then given its outcome or its adapter error (a token-budget refusal logged as alone); a runtime failure
-    is raised."""
+    is raised. Past the deadline, the request being scored and every one not reached get DeadlineExceeded (the
+    answered ones keep their outcomes)."""
+    deadline = deadline or Deadline.never()
     decided = [Decided(uuid.uuid4().hex) for _ in requests]
     memo: AnswerMemo = {}  # a question asked again of the same state, in this mini-batch, is not evaluated again
     for i in evaluation_order(requests):
         t0 = time.perf_counter()
+        if deadline.expired():
+            decided[i].error = deadline.exceeded("this record")
+            continue
         try:
             limits.check(requests[i])
-            decided[i].outcome = engine.score(requests[i], memo)
+            decided[i].outcome = engine.score(requests[i], memo, deadline)
         except RuntimeFailure:
             raise
         except AdapterError as e:
@@ -221,8 +269,5 @@ def evaluation_order(requests: Sequence[DecisionRequest]) -> list[int]:
     """The requests' indexes with those that share a state next to each other (states in order of first
     appearance), so a state is prefilled once and stays resident for the requests after it."""
     first_seen: dict[str, int] = {}
-    keyed = [
-        (first_seen.setdefault(json.dumps(r.state, ensure_ascii=False), len(first_seen)), i)
-        for i, r in enumerate(requests)
-    ]
+    keyed = [(first_seen.setdefault(state_key(r.state), len(first_seen)), i) for i, r in enumerate(requests)]
     return [i for _, i in sorted(keyed)]

@@ -177,6 +177,28 @@ class AdapterSettings(BaseSettings):
         "(more: 413, refused from its characters before it is tokenized where they cannot fit); default four "
         "contexts' worth.",
     )
+    request_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="Each request's time budget from its arrival, waiting for a context included: work stops between "
+        "units past it with 504 deadline_exceeded (a JSON Lines body answers the records it finished and names the "
+        "rest). SageMaker's real-time invocations end at 60 s; Batch Transform's InvocationsTimeoutInSeconds may "
+        "allow up to 3600.",
+    )
+    max_body_records: int = Field(
+        100,
+        ge=1,
+        le=100_000,
+        description="Records one JSON Lines body may carry (more: 413 request_limit_exceeded before any is read).",
+    )
+    max_body_tokens: int | None = Field(
+        None,
+        ge=256,
+        description="Tokens one JSON Lines body's text may need at the least, each distinct state once and every "
+        "record's questions, counted from characters (more: 413 token_budget_exceeded before any work); default "
+        "DECISION_MAX_REQUEST_TOKENS's.",
+    )
     shared_endpoint: bool = Field(
         False,
         description="Callers who must not learn about each other's requests share this endpoint: answers leave out "
