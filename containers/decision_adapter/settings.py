@@ -187,10 +187,11 @@ class AdapterSettings(BaseSettings):
         "allow up to 3600.",
     )
     max_body_records: int = Field(
-        100,
+        1000,
         ge=1,
         le=100_000,
-        description="Records one JSON Lines body may carry (more: 413 request_limit_exceeded before any is read).",
+        description="Records one JSON Lines body may carry (more: 413 request_limit_exceeded before any is read); "
+        "records that share a state are cheap, and the request's deadline bounds the rest.",
     )
     max_body_tokens: int | None = Field(
         None,
