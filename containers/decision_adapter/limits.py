@@ -68,6 +68,7 @@ class TokenFloor:
 
     reach: Mapping[str, int]  # an ASCII character -> the most characters a token that reads it reads
     longest: int  # the most any token reads: every other character's reach
+    dropped: frozenset[str] = frozenset()  # ASCII characters no token reads: the tokenizer drops them
 
     def tokens(self, text: str) -> int:
         """The fewest tokens: an ASCII character no token reads counts nothing (the vocabulary drops it: SmolLM2's
@@ -75,11 +76,8 @@ class TokenFloor:
         counts: Counter[str] = Counter()
         for piece in stable_pieces(text):
             counts.update(piece)
-        share = sum(n / self._reach(c) for c, n in counts.items() if c >= "\x80" or c in self.reach)
+        share = sum(n / self.reach.get(c, self.longest) for c, n in counts.items() if c not in self.dropped)
         return max(0, math.ceil(share - 1e-6))
-
-    def _reach(self, c: str) -> int:
-        return self.reach.get(c, self.longest)
 
 
 @dataclass(frozen=True)

@@ -236,8 +236,9 @@ class VocabularyScan:
     protected: dict[int, str]  # every token llama.cpp matches as a special string, with its text
     structural: frozenset[int]  # those of them that carry a prompt's structure (not markup)
     # what limits.TokenFloor counts the fewest tokens of a text from: per ASCII character the most characters a token
-    # that reads it reads, and the most any token reads; None where the vocabulary gives no such bound
-    reach: tuple[dict[str, int], int] | None
+    # that reads it reads, the most any token reads, and the ASCII characters no token reads (dropped); None where the
+    # vocabulary gives no such bound
+    reach: tuple[dict[str, int], int, frozenset[str]] | None
 
 
 def scan_vocabulary(llm: Any) -> VocabularyScan:
@@ -274,7 +275,8 @@ def scan_vocabulary(llm: Any) -> VocabularyScan:
     bounded = int(llama_cpp.llama_vocab_type(vocab)) in _BOUNDED_VOCABS and not unbounded
     # a character a token reads is in its piece, and a piece holds at least a byte per character it reads
     per_char = {chr(b): r for b, r in enumerate(reach) if r}
-    return VocabularyScan(protected, frozenset(structural), (per_char, longest) if bounded else None)
+    dropped = frozenset(chr(b) for b, r in enumerate(reach) if not r)
+    return VocabularyScan(protected, frozenset(structural), (per_char, longest, dropped) if bounded else None)
 
 
 class NeedsRestore(Exception):

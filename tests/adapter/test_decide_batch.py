@@ -30,7 +30,7 @@ class ScriptedEngine:
         self.raises = raises
         self.seen: list[Any] = []
 
-    def score(self, req: DecisionRequest, memo: AnswerMemo) -> DecisionOutcome:
+    def score(self, req: DecisionRequest, memo: AnswerMemo, deadline: object = None) -> DecisionOutcome:
         self.seen.append(req.state)
         if isinstance(req.state, str) and req.state in self.raises:
             raise self.raises[req.state]
