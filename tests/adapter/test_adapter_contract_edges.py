@@ -1,5 +1,7 @@
-"""The container contract and failure behaviour, each on its own adapter process (the `serve`
-entrypoint run as SageMaker runs it; Docker itself is not available here)."""
+"""The container contract and failure behaviour: the app in this process over real HTTP (uvicorn on a thread,
+tests/app_support.py) for the routes, and the `serve` entrypoint run as a process, as SageMaker runs it (Docker itself
+is not available here), where the process is the subject: a start-up refusal, the runtime settings serve reads and
+the ones it ignores, SIGTERM's drain."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import AdapterProcess, start_adapter
+from tests.app_support import AppServer, app_server, shared_service
+from tests.conftest import start_adapter
 
 pytestmark = pytest.mark.model
 
@@ -65,11 +68,11 @@ def test_models_route_lists_the_served_model_and_the_alias(adapter_url: str) -> 
     assert all(set(m) == {"name", "description", "release_date"} for m in models)
 
 
-def test_request_logs_carry_identity_and_no_raw_text_by_default(adapter: AdapterProcess) -> None:
+def test_request_logs_carry_identity_and_no_raw_text_by_default(adapter: AppServer) -> None:
     secret = "customer-secret-7731 charged twice"
     httpx.post(f"{adapter.url}/v1/systemone", json={**DECISION, "state": secret}, timeout=120).raise_for_status()
     time.sleep(0.2)
-    assert secret not in adapter.log_path.read_text(encoding="utf-8")
+    assert secret not in adapter.log_text()
     decisions = [line for line in adapter.log_lines() if line.get("event") == "decision"]
     assert decisions and decisions[-1]["identity"]["model_sha256"].startswith("b179c952")
     assert decisions[-1]["questions"][0]["id"] == "refund" and "latency_ms" in decisions[-1]
@@ -197,12 +200,11 @@ def test_server_is_up_after_fuzzing(adapter_url: str) -> None:
     assert httpx.get(f"{adapter_url}/ping", timeout=10).status_code == 200
 
 
-def test_overload_returns_429_with_retry_after_while_accepted_requests_complete(tmp_path: Path) -> None:
+def test_overload_returns_429_with_retry_after_while_accepted_requests_complete() -> None:
     # no wait at admission: the overflow is refused at once (tests/adapter/test_adapter_load.py tests the wait)
-    adapter = start_adapter(
-        tmp_path, env={"DECISION_MAX_QUEUE": "1", "DECISION_RETRY_AFTER_S": "2", "DECISION_ADMISSION_WAIT_S": "0"}
-    )
-    try:
+    with app_server(
+        env={"DECISION_MAX_QUEUE": "1", "DECISION_RETRY_AFTER_S": "2", "DECISION_ADMISSION_WAIT_S": "0"}
+    ) as adapter:
         slow = {**DECISION, "questions": {f"q{i}": NOUL for i in range(3)}, "state": TICKET * 20}
         results: list[httpx.Response] = []
 
@@ -221,8 +223,6 @@ def test_overload_returns_429_with_retry_after_while_accepted_requests_complete(
         assert rejected.headers["retry-after"] == "2" and rejected.json()["detail"]["error_type"] == "overloaded"
         assert all(r.json()["answers"]["q0"]["type"] == "noul" for r in results if r.status_code == 200)
         assert any(line.get("event") == "overload_rejected" for line in adapter.log_lines())
-    finally:
-        adapter.stop()
 
 
 def test_manifest_mismatch_refuses_to_start(model_copy: Path, tmp_path: Path) -> None:
@@ -254,9 +254,8 @@ def test_invalid_runtime_setting_stops_start_up_and_unknown_ones_are_ignored(tmp
         ok.stop()
 
 
-def test_bearer_key_when_configured(tmp_path: Path, model_copy: Path) -> None:
-    adapter = start_adapter(tmp_path, model_dir=model_copy, env={"DECISION_API_KEY": "s3cret"})
-    try:
+def test_bearer_key_when_configured() -> None:
+    with app_server(env={"DECISION_API_KEY": "s3cret"}, service=shared_service()) as adapter:  # the key is the app's
         url = f"{adapter.url}/v1/systemone"
         missing = httpx.post(url, json=DECISION, timeout=60)
         wrong = httpx.post(url, json=DECISION, headers={"Authorization": "Bearer nope"}, timeout=60)
@@ -264,10 +263,9 @@ def test_bearer_key_when_configured(tmp_path: Path, model_copy: Path) -> None:
         assert (missing.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
         assert missing.json()["detail"]["error_type"] == "authentication_error"
         assert httpx.get(f"{adapter.url}/ping", timeout=10).status_code == 200  # SageMaker's health check has no key
-    finally:
-        adapter.stop()
 
 
+@pytest.mark.slow
 def test_sigterm_drains_in_flight_requests_then_exits(tmp_path: Path, model_copy: Path) -> None:
     adapter = start_adapter(tmp_path, model_dir=model_copy)
     result: list[httpx.Response] = []

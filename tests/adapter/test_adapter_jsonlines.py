@@ -14,9 +14,9 @@ from decision_adapter import events
 from decision_adapter.bulk import execution_parameters
 from decision_adapter.settings import AdapterSettings
 
-from tests.conftest import AdapterProcess
+from tests.app_support import AppServer
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]  # a module fixture of more than 15 s (pyproject.toml)
 
 JSON_LINES = "application/jsonlines"
 SECRET = "acct-7731"  # in every state: must never reach an answer line or a log line
@@ -96,7 +96,7 @@ def close(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 @pytest.fixture(scope="module")
-def mini_batch(adapter: AdapterProcess) -> dict[str, Any]:
+def mini_batch(adapter: AppServer) -> dict[str, Any]:
     lines = body_lines()
     payload = "\n".join(line for line, _ in lines[:100]) + "\n  \n\n" + "\r\n".join(line for line, _ in lines[100:])
     with httpx.Client(timeout=600) as http:
@@ -145,7 +145,7 @@ def test_every_good_record_equals_its_single_request_answer(mini_batch: dict[str
 
 
 def test_bad_records_get_the_single_routes_error_and_the_others_are_answered(
-    mini_batch: dict[str, Any], adapter: AdapterProcess
+    mini_batch: dict[str, Any], adapter: AppServer
 ) -> None:
     answers = [json.loads(line) for line in mini_batch["response"].text.splitlines()]
     for position, index in BAD_AT.items():
@@ -172,7 +172,7 @@ def test_bad_records_get_the_single_routes_error_and_the_others_are_answered(
 
 
 def test_each_answered_record_logs_one_decision_line_and_no_text(
-    mini_batch: dict[str, Any], adapter: AdapterProcess
+    mini_batch: dict[str, Any], adapter: AppServer
 ) -> None:
     answers = [json.loads(line) for line in mini_batch["response"].text.splitlines()]
     request_ids = {a["x_run"]["request_id"] for a in answers if "x_run" in a}
@@ -183,10 +183,10 @@ def test_each_answered_record_logs_one_decision_line_and_no_text(
     assert {line["event"] for line in logged} == {events.DECISION}
     budget = [line for line in adapter.log_lines() if line.get("event") == events.TOKEN_BUDGET_EXCEEDED]
     assert budget and budget[-1]["route"] == "/invocations"
-    assert SECRET not in adapter.log_path.read_text(encoding="utf-8")
+    assert SECRET not in adapter.log_text()
 
 
-def test_execution_parameters_follow_the_settings(adapter: AdapterProcess) -> None:
+def test_execution_parameters_follow_the_settings(adapter: AppServer) -> None:
     r = httpx.get(adapter.url + "/execution-parameters")
     assert r.status_code == 200
     assert r.json() == {"MaxConcurrentTransforms": 1, "BatchStrategy": "MultiRecord", "MaxPayloadInMB": 6}

@@ -29,7 +29,8 @@ from decision_adapter.schemas import ChatCompletionRequest, RunIdentity
 from decision_adapter.service import ModelService
 from decision_adapter.settings import AdapterSettings, runtime_from_env, threads_per_context
 
-from tests.conftest import AdapterProcess, require_model, start_adapter
+from tests.app_support import AppServer, start_app
+from tests.conftest import require_model
 
 TICKET = "I was charged twice for my March invoice and the refund has not arrived."
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
@@ -52,14 +53,14 @@ SENTENCE = "The customer says the March invoice was charged twice, the refund ne
 
 
 @pytest.fixture(scope="module")
-def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
+def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     require_model()
-    proc = start_adapter(tmp_path_factory.mktemp("load"), env=MODULE_ENV, unset=("SM_LLAMA_CPP_THREADS",))
+    proc = start_app(env=MODULE_ENV, unset=("SM_LLAMA_CPP_THREADS",))
     yield proc
     proc.stop()
 
 
-def post(adapter: AdapterProcess, body: dict[str, object], timeout: float = 120) -> httpx.Response:
+def post(adapter: AppServer, body: dict[str, object], timeout: float = 120) -> httpx.Response:
     return httpx.post(adapter.url + "/v1/systemone", json=body, timeout=timeout)
 
 
@@ -69,7 +70,7 @@ def long_decision(tag: str) -> dict[str, object]:
     return {**DECISION, "state": f"Ticket {tag}. " + SENTENCE * 40, "questions": {f"q{i}": NOUL for i in range(3)}}
 
 
-def decision_lane(adapter: AdapterProcess, lane: str = "decisions") -> dict[str, float]:
+def decision_lane(adapter: AppServer, lane: str = "decisions") -> dict[str, float]:
     lanes = httpx.get(adapter.url + "/metrics", timeout=30).json()["lanes"]
     return dict(lanes[lane])
 
@@ -77,7 +78,7 @@ def decision_lane(adapter: AdapterProcess, lane: str = "decisions") -> dict[str,
 class Running:
     """A request sent from a thread, with the time its answer came."""
 
-    def __init__(self, adapter: AdapterProcess, body: dict[str, object], route: str = "/v1/systemone") -> None:
+    def __init__(self, adapter: AppServer, body: dict[str, object], route: str = "/v1/systemone") -> None:
         self.response: httpx.Response | None = None
         self.answered_at = 0.0
         self.thread = threading.Thread(target=self._send, args=(adapter.url + route, body))
@@ -93,7 +94,7 @@ class Running:
         return self.response
 
 
-def wait_admitted(adapter: AdapterProcess, count: int, lane: str = "decisions") -> None:
+def wait_admitted(adapter: AppServer, count: int, lane: str = "decisions") -> None:
     for _ in range(600):
         if decision_lane(adapter, lane)["admitted"] >= count:
             return
@@ -104,7 +105,7 @@ def wait_admitted(adapter: AdapterProcess, count: int, lane: str = "decisions") 
 # -- Retry-After (first: the first request served is the one it times)
 
 
-def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AdapterProcess) -> None:
+def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AppServer) -> None:
     """The header is the estimate from the one request running and the service time measured on the last one, not
     a constant: a first long request sets the service time (it replaces the prior of 1 s), a second holds the only
     context, and a third, after waiting WAIT_S for a place, is turned away with Retry-After = ceil(1 x that time /
@@ -132,7 +133,7 @@ def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AdapterProcess
 # -- the decision lane
 
 
-def test_a_decision_is_served_while_a_chat_generation_holds_the_chat_context(adapter: AdapterProcess) -> None:
+def test_a_decision_is_served_while_a_chat_generation_holds_the_chat_context(adapter: AppServer) -> None:
     """A 256-token chat holds the only chat context for seconds; a decision sent meanwhile is answered before it
     ends (on one shared context it waited behind it), and a second chat, finding the chat lane full, waits and is
     turned away by the chat lane's own admission while the decision lane refuses nothing."""
@@ -270,7 +271,7 @@ def test_explicit_threads_win_and_batch_threads_follow_them() -> None:
     assert (both.llama_kwargs(4096, contexts=4)["n_threads"], both.llama_kwargs(4096)["n_threads_batch"]) == (3, 5)
 
 
-def test_run_identity_reports_the_thread_split(adapter: AdapterProcess) -> None:
+def test_run_identity_reports_the_thread_split(adapter: AppServer) -> None:
     r = post(adapter, DECISION)
     assert r.status_code == 200, r.text
     expected = threads_per_context(CONTEXTS + CHAT_CONTEXTS)
@@ -289,7 +290,7 @@ def _chunks(size: int) -> Iterable[bytes]:
 
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
 def test_a_body_over_the_limit_gets_its_413_on_a_client_that_sends_it_all_first(
-    adapter: AdapterProcess, framing: str
+    adapter: AppServer, framing: str
 ) -> None:
     """urllib writes the whole body before it reads and asks for Connection: close; a 2 MiB body against a 1 MiB
     limit was answered unread, and the socket closed on unread data reset the connection (Broken pipe) instead."""

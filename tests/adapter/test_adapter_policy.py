@@ -34,9 +34,10 @@ from decisionctl.evaluation.cases import load_cases
 from jevcompat import runner
 
 from stacks.observability import ACTION_COUNTS
-from tests.conftest import AdapterProcess, copy_model, require_model, start_adapter
+from tests.app_support import AppServer, app_server, start_app
+from tests.conftest import copy_model, require_model, start_adapter
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]  # a module fixture of more than 15 s (pyproject.toml)
 
 TEAM = {"Billing": "Payments, invoices, refunds", "Technical": "Bugs, outages, log-in problems", "Sales": "Pricing"}
 IN_SCOPE = [
@@ -71,16 +72,13 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
     require_model()
     root = tmp_path_factory.mktemp("policy")
     model = copy_model(root / "model")
-    scorer = start_adapter(root / "scorer", model_dir=model, env=SERVED_ENV)
-    argv = ["evaluate", str(shipped("examples.jsonl")), "--url", scorer.url, "--out", str(root / "run")]
     printed = io.StringIO()
-    try:
+    with app_server(model_dir=model, env=SERVED_ENV) as scorer:
+        argv = ["evaluate", str(shipped("examples.jsonl")), "--url", scorer.url, "--out", str(root / "run")]
         with contextlib.redirect_stdout(printed):
             assert cli.main(argv) == 0
         lenient = ["--max-error", str(LENIENT_E), "--write-policy", str(model / "manifest.json")]
         assert cli.main([*argv, *lenient]) == 0
-    finally:
-        scorer.stop()
     return Evaluated(model, root / "run", printed.getvalue())
 
 
@@ -90,8 +88,8 @@ def policy_dir(evaluated: Evaluated) -> Path:
 
 
 @pytest.fixture(scope="module")
-def served(policy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    adapter = start_adapter(tmp_path_factory.mktemp("served"), model_dir=policy_dir, env=SERVED_ENV)
+def served(policy_dir: Path) -> Iterator[AppServer]:
+    adapter = start_app(model_dir=policy_dir, env=SERVED_ENV)
     yield adapter
     adapter.stop()
 
@@ -108,7 +106,7 @@ def probs_of(answer: dict[str, Any]) -> list[float]:
     return list(answer["probabilities"].values())
 
 
-def test_answers_carry_the_action_of_the_served_policy(served: AdapterProcess, policy_dir: Path) -> None:
+def test_answers_carry_the_action_of_the_served_policy(served: AppServer, policy_dir: Path) -> None:
     policy = read_manifest(policy_dir / "manifest.json").policy
     assert policy is not None
     ticket = json.loads((Path(__file__).resolve().parents[2] / "examples" / "ticket.json").read_text(encoding="utf-8"))
@@ -155,7 +153,7 @@ def test_a_chance_level_model_certifies_nothing_at_five_percent(evaluated: Evalu
 
 
 def test_the_policy_has_per_question_bands_served_by_the_question_and_by_its_type(
-    served: AdapterProcess, evaluated: Evaluated
+    served: AppServer, evaluated: Evaluated
 ) -> None:
     """Must-show 3: evaluate's per-question policy, served: each answer's band named in x_action_reason and in
     the decision log; a question of the cases gets its own band, a question the cases never asked its type's."""
@@ -260,7 +258,7 @@ def test_a_policy_measured_under_another_model_or_calibration_is_refused_at_star
     assert "DECISION_ORDER_DEBIAS=reverse" in line["message"] and "records order_debias rotations" in line["message"]
 
 
-def test_label_mass_is_a_probability_and_drops_when_the_prompt_pulls_away(served: AdapterProcess) -> None:
+def test_label_mass_is_a_probability_and_drops_when_the_prompt_pulls_away(served: AppServer) -> None:
     asked = {"type": "noul", "instructions": "Is the customer asking for money back?"}
     pulled = {
         "type": "noul",
@@ -272,7 +270,7 @@ def test_label_mass_is_a_probability_and_drops_when_the_prompt_pulls_away(served
     assert masses["pulled"] < 0.6 * masses["asked"], masses
 
 
-def test_the_out_of_scope_probability_separates_contrasting_cases(served: AdapterProcess) -> None:
+def test_the_out_of_scope_probability_separates_contrasting_cases(served: AppServer) -> None:
     """States that name an option against states that say none applies: with this near-chance model only
     such plain contrasts separate (docs/measure.md says what to expect of a real model)."""
     question = {"type": "choice", "instructions": "Which team should handle this ticket?", "criteria": TEAM}
@@ -287,7 +285,7 @@ def test_the_out_of_scope_probability_separates_contrasting_cases(served: Adapte
     assert statistics.mean(outside) - statistics.mean(inside) > 0.05, (inside, outside)
 
 
-def test_rotations_make_the_answer_invariant_to_rotating_the_options(served: AdapterProcess) -> None:
+def test_rotations_make_the_answer_invariant_to_rotating_the_options(served: AppServer) -> None:
     names = ["Billing", "Technical", "Sales", "Security"]
     criteria = {**TEAM, "Security": "Fraud, stolen accounts"}
     dists = []
@@ -301,7 +299,7 @@ def test_rotations_make_the_answer_invariant_to_rotating_the_options(served: Ada
         assert max(abs(a - b) for a, b in zip(dists[0], other, strict=True)) < 1e-9, (dists[0], other)
 
 
-def test_jevcompat_passes_with_a_policy_and_out_of_scope_on(served: AdapterProcess) -> None:
+def test_jevcompat_passes_with_a_policy_and_out_of_scope_on(served: AppServer) -> None:
     report = runner.run(served.url, timeout=300, sdk=True)
     failures = [f"{r.id}: {r.reason}" for r in report.results if r.status == "fail"]
     assert report.verdict == "conformant", (failures, report.case_errors, report.inconclusive)

@@ -21,7 +21,8 @@ import pytest
 from decision_adapter.adaptive import reported
 from decision_adapter.policy import PolicyError, Provenance, seal
 
-from tests.conftest import AdapterProcess, require_model, start_adapter
+from tests.app_support import AppServer, start_app
+from tests.conftest import require_model
 
 pytestmark = pytest.mark.model
 
@@ -49,10 +50,9 @@ DECISIVE = {
 
 
 @pytest.fixture(scope="module")
-def adaptive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
+def adaptive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     require_model()
-    proc = start_adapter(
-        tmp_path_factory.mktemp("adaptive"),
+    proc = start_app(
         env={"DECISION_ORDER_DEBIAS": "adaptive", "DECISION_ADAPTIVE_TOLERANCE": str(ADAPTIVE_TOLERANCE)},
     )
     yield proc
@@ -98,7 +98,8 @@ def full_rotations(client: httpx.Client, url: str, body: dict[str, Any]) -> tupl
     return mean, per_rotation
 
 
-def test_adaptive_equals_every_rotation_within_the_tolerance(adaptive: AdapterProcess) -> None:
+@pytest.mark.slow
+def test_adaptive_equals_every_rotation_within_the_tolerance(adaptive: AppServer) -> None:
     with httpx.Client(timeout=300) as client:
         for body in random_requests():
             got = post(client, adaptive.url, with_slots(body))
@@ -121,7 +122,7 @@ def test_adaptive_equals_every_rotation_within_the_tolerance(adaptive: AdapterPr
                 assert np.max(np.abs(probs - reference)) <= ADAPTIVE_TOLERANCE
 
 
-def test_the_same_request_reads_the_same_orders(adaptive: AdapterProcess) -> None:
+def test_the_same_request_reads_the_same_orders(adaptive: AppServer) -> None:
     with httpx.Client(timeout=300) as client:
         first, again = (post(client, adaptive.url, DECISIVE)["answers"]["c"] for _ in range(2))
     assert first["x_orders_read"] == again["x_orders_read"]
@@ -129,7 +130,7 @@ def test_the_same_request_reads_the_same_orders(adaptive: AdapterProcess) -> Non
     assert "x_slot_probabilities" not in first  # only where a question asks for them
 
 
-def test_run_identity_reports_the_mode_and_tolerance(adaptive: AdapterProcess) -> None:
+def test_run_identity_reports_the_mode_and_tolerance(adaptive: AppServer) -> None:
     body = httpx.post(adaptive.url + "/v1/systemone", json=DECISIVE, timeout=300).json()
     assert body["x_run"]["order_debias_mode"] == "adaptive"
     assert body["x_run"]["order_debias_tolerance"] == ADAPTIVE_TOLERANCE

@@ -14,7 +14,8 @@
 
 The bundled model is close to chance: the policy is certified at a lenient E on a few cases only so that it exists
 (certification itself is tests/decisionctl/test_certify_simulation.py's). Three model loads: the adapter whose
-answers are certified, the one recorded, the one the stack's environment starts.
+answers are certified, the one recorded, the one the stack's environment starts, each an app in this process
+(tests/app_support.py); the refusal a contradicting variable causes is the `serve` process's.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from decisionctl.commands.options import shipped
 
 from app import build_app
 from stacks.evaluation_binding import AnswerSettingsContradicted
+from tests.app_support import AppServer, app_server, start_app
 from tests.cdk_support import cdk_context
-from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, AdapterProcess, require_model, start_adapter
+from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, require_model, start_adapter
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]  # a module fixture of more than 15 s (pyproject.toml)
 
 ANSWER_SETTINGS = {"order_debias": "rotations", "state_boundary": "tagged", "out_of_scope": True}
 CASES = ("noul-approval-01", "noul-approval-02", "noul-approval-03", "choice-team-01", "choice-team-02")
@@ -89,12 +91,9 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Deployed:
     (root / SUITE).write_text("".join(wanted[c] + "\n" for c in CASES), encoding="utf-8")
     (root / "cdk.json").write_text(json.dumps({"context": cdk_context()}), encoding="utf-8")
 
-    certifier = start_adapter(tmp / "certifier", model_dir=artifact)  # no DECISION_ answer setting: adopted
-    try:
+    with app_server(model_dir=artifact) as certifier:  # no DECISION_ answer setting: adopted
         evaluate = ["evaluate", str(root / SUITE), "--url", certifier.url, "--out", str(tmp / "run")]
         assert cli.main([*evaluate, "--max-error", LENIENT_E, "--write-policy", str(artifact / "manifest.json")]) == 0
-    finally:
-        certifier.stop()
     policy = read_manifest(artifact / "manifest.json").policy
     assert policy is not None
     assert (policy.order_debias_mode, policy.state_boundary) == ("rotations", "tagged")
@@ -103,12 +102,9 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Deployed:
     model_dir = tmp / "opt-ml-model"
     with tarfile.open(artifact / "model.tar.gz", "r:gz") as tar:
         tar.extractall(model_dir, filter="data")
-    recorded = start_adapter(tmp / "recorded", model_dir=model_dir)
-    try:
+    with app_server(model_dir=model_dir) as recorded:
         record = ["record-evaluation", "--env", "dev", "--artifact", str(artifact), "--url", recorded.url]
         assert cli.main([*record, "--cdk-json", str(root / "cdk.json")]) == 0
-    finally:
-        recorded.stop()
 
     outdir = tmp / "cdk.out"
     build_app("dev", context=cdk_context(), outdir=str(outdir), root=root).synth()
@@ -118,10 +114,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Deployed:
 
 
 @pytest.fixture(scope="module")
-def served(deployed: Deployed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    adapter = start_adapter(
-        tmp_path_factory.mktemp("served"), model_dir=deployed.model_dir, env={**deployed.environment, **THIS_MACHINE}
-    )
+def served(deployed: Deployed) -> Iterator[AppServer]:
+    adapter = start_app(model_dir=deployed.model_dir, env={**deployed.environment, **THIS_MACHINE})
     yield adapter
     adapter.stop()
 
@@ -141,7 +135,7 @@ def test_the_synthesized_environment_carries_them(deployed: Deployed) -> None:
     assert env["DECISION_EXPECTED_MODEL_SHA256"] == MODEL_SHA256
 
 
-def test_the_adapter_the_stack_starts_serves_the_policy_under_its_modes(served: AdapterProcess) -> None:
+def test_the_adapter_the_stack_starts_serves_the_policy_under_its_modes(served: AppServer) -> None:
     question = {
         "type": "choice",
         "instructions": "Which team should handle this ticket?",
@@ -160,7 +154,7 @@ def test_the_adapter_the_stack_starts_serves_the_policy_under_its_modes(served: 
     assert sum(1 for order in answer["x_orders_read"] if order.startswith("rotation") or order == "given") >= 3
 
 
-def test_the_served_policy_is_the_certified_one(served: AdapterProcess, deployed: Deployed) -> None:
+def test_the_served_policy_is_the_certified_one(served: AppServer, deployed: Deployed) -> None:
     ready = [line["identity"] for line in served.log_lines() if line.get("event") == events.READY]
     assert len(ready) == 1 and isinstance(ready[0], dict) and ready[0]["policy"] == deployed.policy_version
 

@@ -23,8 +23,8 @@ from decision_adapter.schemas import DecisionRequest
 from decision_adapter.settings import AdapterSettings
 from decision_adapter.state_cache import StateCache
 
-from tests.adapter.test_gguf_schemes import TEMPLATE
 from tests.conftest import MODEL_DIR, MODEL_FILE, require_model
+from tests.decision_template_support import TEMPLATE
 
 pytestmark = pytest.mark.model
 SCHEMES = ("chat-template", "plain", "openjev", "lev")

@@ -33,30 +33,12 @@ from decision_adapter.settings import AdapterSettings
 from jevcompat import runner
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from tests.conftest import MODEL_DIR, MODEL_FILE, AdapterProcess, require_model, start_adapter
+from tests.app_support import AppServer, app_server, start_app
+from tests.conftest import MODEL_DIR, MODEL_FILE, require_model, start_adapter
+from tests.decision_template_support import TEMPLATE
 
 F32, STR = gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.STRING
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
-# ChatML, as SmolLM2 was tuned. Newlines sit inside expressions, so the render does not depend on
-# trim_blocks/lstrip_blocks and the test can render it with a plain Jinja environment. The template
-# never shows the question id (jevcompat's semantics.question-id); lev gets its codes as `label`.
-TEMPLATE = (
-    "<|im_start|>system\nYou answer decision questions with the label of one option.<|im_end|>\n"
-    "<|im_start|>user\nState:\n"
-    "{% if state is string %}{{ state }}{% else %}{{ state | tojson }}{% endif %}"
-    "{{ '\\n\\nQuestion (' ~ type ~ '): ' }}"
-    "{% if instructions is none %}Which option fits the state?"
-    "{% elif instructions is string %}{{ instructions }}{% else %}{{ instructions | tojson }}{% endif %}"
-    "{{ '\\nOptions:\\n' }}"
-    "{% for o in options %}"
-    "{% if label is defined %}{{ label[loop.index0] }}"
-    '{% else %}{{ "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[loop.index0] }}{% endif %}'
-    "{{ '. ' ~ o.key }}{% if o.description is not none %}: "
-    "{% if o.description is string %}{{ o.description }}{% else %}{{ o.description | tojson }}{% endif %}"
-    "{% endif %}{{ '\\n' }}"
-    "{% endfor %}"
-    "{{ 'Answer with the label of one option.<|im_end|>\\n<|im_start|>assistant\\n' }}"
-)
 BILLING = "I was charged twice for my March invoice and want a refund of the duplicate payment."
 REFUND: dict[str, Any] = {"type": "noul", "instructions": "Is the customer asking for money back?"}
 TEAM2: dict[str, Any] = {
@@ -152,25 +134,25 @@ def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def _adapter(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[AdapterProcess]:
-    proc = start_adapter(tmp_path_factory.mktemp(f"adapter-{model_dir.name}"), model_dir=model_dir)
-    yield proc
-    proc.stop()
+def _adapter(model_dir: Path) -> Iterator[AppServer]:
+    server = start_app(model_dir=model_dir)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")
-def openjev(variants: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    yield from _adapter(tmp_path_factory, variants["openjev"])
+def openjev(variants: dict[str, Path]) -> Iterator[AppServer]:
+    yield from _adapter(variants["openjev"])
 
 
 @pytest.fixture(scope="module")
-def openjev_hot(variants: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    yield from _adapter(tmp_path_factory, variants["openjev-hot"])
+def openjev_hot(variants: dict[str, Path]) -> Iterator[AppServer]:
+    yield from _adapter(variants["openjev-hot"])
 
 
 @pytest.fixture(scope="module")
-def lev(variants: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    yield from _adapter(tmp_path_factory, variants["lev"])
+def lev(variants: dict[str, Path]) -> Iterator[AppServer]:
+    yield from _adapter(variants["lev"])
 
 
 @pytest.fixture(scope="module")
@@ -363,7 +345,7 @@ def test_question_text_before_the_shared_prefix_is_refused_clearly(vocab: Any) -
 
 
 @pytest.mark.model
-def test_the_model_reads_exactly_the_template_render(openjev: AdapterProcess, vocab: Any) -> None:
+def test_the_model_reads_exactly_the_template_render(openjev: AppServer, vocab: Any) -> None:
     """(a) usage.input_tokens equals the token count of the template rendered by the test, and the answer
     equals a softmax over the label logits of that render evaluated in one piece by llama-cpp-python."""
     import llama_cpp
@@ -400,7 +382,7 @@ def test_the_model_reads_exactly_the_template_render(openjev: AdapterProcess, vo
 
 
 @pytest.mark.model
-def test_gguf_temperatures_are_softmax_of_logits_over_t(openjev: AdapterProcess, openjev_hot: AdapterProcess) -> None:
+def test_gguf_temperatures_are_softmax_of_logits_over_t(openjev: AppServer, openjev_hot: AppServer) -> None:
     """(b) Same tensors and prompt, T from the GGUF: p_T is p_1 ** (1/T) renormalised, per type and bucket."""
     cold = ask(openjev.url, BILLING, MIXED)
     hot = ask(openjev_hot.url, BILLING, MIXED)
@@ -419,7 +401,7 @@ def test_gguf_temperatures_are_softmax_of_logits_over_t(openjev: AdapterProcess,
 
 
 @pytest.mark.model
-def test_lev_averages_the_distributions_of_the_two_orders(lev: AdapterProcess, openjev: AdapterProcess) -> None:
+def test_lev_averages_the_distributions_of_the_two_orders(lev: AppServer, openjev: AppServer) -> None:
     """(c) lev's choice answer is the mean of the given-order and reversed-order distributions, each of
     which an openjev copy with the same template computes on its own."""
     reversed_team = {**TEAM4, "criteria": dict(reversed(list(TEAM4["criteria"].items())))}
@@ -451,7 +433,7 @@ def test_undeclared_scheme_types_refuse_to_start(variants: dict[str, Path], tmp_
 
 @pytest.mark.model
 def test_manifest_calibration_overrides_gguf_temperatures(
-    variants: dict[str, Path], openjev: AdapterProcess, tmp_path: Path
+    variants: dict[str, Path], openjev: AppServer, tmp_path: Path
 ) -> None:
     """(e) The hot copy with a manifest calibration of T=2: the manifest's T applies, the GGUF's do not."""
     model_dir = tmp_path / "model"
@@ -462,11 +444,8 @@ def test_manifest_calibration_overrides_gguf_temperatures(
         update={"calibration": Calibration(temperature={"noul": 2.0, "choice": 2.0, "score": 2.0})}
     )
     write_manifest(calibrated, model_dir / "manifest.json")
-    adapter = start_adapter(tmp_path, model_dir=model_dir)
-    try:
+    with app_server(model_dir=model_dir) as adapter:
         got = ask(adapter.url, BILLING, MIXED)
-    finally:
-        adapter.stop()
     cold = ask(openjev.url, BILLING, MIXED)
     for qid in MIXED:
         assert np.allclose(
@@ -479,7 +458,7 @@ def test_manifest_calibration_overrides_gguf_temperatures(
 
 
 @pytest.mark.model
-def test_openjev_answers_past_52_options(openjev: AdapterProcess) -> None:
+def test_openjev_answers_past_52_options(openjev: AppServer) -> None:
     """(f) 60 options: every option answered (two chunks led by the first option), summing to 1."""
     criteria = {"Billing": "Payments and refunds", **{f"Queue {i:02d}": f"Tickets for queue {i}" for i in range(1, 60)}}
     body = ask(openjev.url, BILLING, {"q": {"type": "choice", "instructions": "Which queue?", "criteria": criteria}})
@@ -495,7 +474,7 @@ def test_openjev_answers_past_52_options(openjev: AdapterProcess) -> None:
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_jevcompat_musts_pass_on_an_openjev_model(openjev: AdapterProcess) -> None:
+def test_jevcompat_musts_pass_on_an_openjev_model(openjev: AppServer) -> None:
     """(g) Every MUST of the conformance suite, choice.options up to 255 included."""
     report = runner.run(openjev.url, timeout=300)
     failed = [f"{r.id}: {r.reason} {[f.message for f in r.findings][:2]}" for r in report.results if r.status == "fail"]

@@ -3,12 +3,10 @@ official typesafe-sdk drop-in check. Every applicable MUST and every SHOULD must
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from jevcompat import runner
 
-from tests.conftest import start_adapter
+from tests.app_support import start_app
 
 pytestmark = pytest.mark.model
 
@@ -21,6 +19,7 @@ def _failures(report: runner.Report) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_jevcompat_full_suite_without_auth(adapter_url: str) -> None:
     report = runner.run(adapter_url, timeout=300, sdk=True)
     assert report.verdict == "conformant", (_failures(report), report.case_errors, report.inconclusive)
@@ -31,8 +30,8 @@ def test_jevcompat_full_suite_without_auth(adapter_url: str) -> None:
     assert {r.id for r in report.results if r.id == "dropin.sdk-python" and r.status == "pass"}
 
 
-def test_jevcompat_auth_checks_with_a_key(tmp_path: Path, model_copy: Path) -> None:
-    adapter = start_adapter(tmp_path, model_dir=model_copy, env={"DECISION_API_KEY": "jevcompat-key"})
+def test_jevcompat_auth_checks_with_a_key() -> None:
+    adapter = start_app(env={"DECISION_API_KEY": "jevcompat-key"}, shared=True)  # the key is the app's, not the model's
     try:
         report = runner.run(
             adapter.url,

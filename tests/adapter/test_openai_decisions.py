@@ -24,7 +24,8 @@ from decision_adapter.manifest import read_manifest, write_manifest
 from decision_adapter.policy import Provenance, seal
 from openai.types import Decision
 
-from tests.conftest import MODEL_SHA256, AdapterProcess, copy_model, require_model, start_adapter
+from tests.app_support import AppServer, start_app
+from tests.conftest import MODEL_SHA256, copy_model, require_model
 
 pytestmark = pytest.mark.model
 
@@ -74,7 +75,7 @@ SYSTEMONE = {
 
 
 @pytest.fixture(scope="module")
-def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
+def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     require_model()
     tmp = tmp_path_factory.mktemp("openai")
     model = copy_model(tmp / "model")
@@ -100,20 +101,20 @@ def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess
         "DECISION_MAX_QUEUE": "0",
         "DECISION_ADMISSION_WAIT_S": "0",
     }
-    proc = start_adapter(tmp, model_dir=model, env=env)
+    proc = start_app(model_dir=model, env=env)
     yield proc
     proc.stop()
 
 
-def client(adapter: AdapterProcess, **options: Any) -> openai.OpenAI:
+def client(adapter: AppServer, **options: Any) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{adapter.url}/v1", api_key=options.pop("api_key", KEY), **options)
 
 
-def ask(adapter: AdapterProcess, questions: list[dict[str, Any]], input: Any = TICKET, **options: Any) -> Decision:
+def ask(adapter: AppServer, questions: list[dict[str, Any]], input: Any = TICKET, **options: Any) -> Decision:
     return client(adapter, **options).decisions.create(model="jev-latest", input=input, questions=questions)  # type: ignore[arg-type]
 
 
-def test_every_question_type_named_and_unnamed_in_question_order(adapter: AdapterProcess) -> None:
+def test_every_question_type_named_and_unnamed_in_question_order(adapter: AppServer) -> None:
     decision = ask(adapter, [PREDICATE, CHOICE, SCORE, UNNAMED])
     assert isinstance(decision, Decision)
     assert [a.type for a in decision.answers] == ["predicate", "choice", "score", "predicate"]
@@ -135,7 +136,7 @@ def test_every_question_type_named_and_unnamed_in_question_order(adapter: Adapte
     assert abs(predicate.probability - unnamed.probability) > 1e-3  # type: ignore[union-attr]
 
 
-def test_usage_counts_the_state_written_then_read_from_the_cache(adapter: AdapterProcess) -> None:
+def test_usage_counts_the_state_written_then_read_from_the_cache(adapter: AppServer) -> None:
     state = TICKET + " Order 30-usage."
     first = ask(adapter, [PREDICATE], input=state).usage
     again = ask(adapter, [PREDICATE], input=state).usage
@@ -146,7 +147,7 @@ def test_usage_counts_the_state_written_then_read_from_the_cache(adapter: Adapte
     assert again.input_tokens_details.cached_tokens == written and again.input_tokens_details.cache_write_tokens == 0
 
 
-def test_choice_values_are_typed(adapter: AdapterProcess) -> None:
+def test_choice_values_are_typed(adapter: AppServer) -> None:
     question = {
         "type": "choice",
         "instructions": "Is the invoice paid?",
@@ -163,7 +164,7 @@ def test_choice_values_are_typed(adapter: AdapterProcess) -> None:
     assert err.value.body["param"] == "questions.0.choices.1.value"  # type: ignore[index]
 
 
-def test_same_decision_through_both_apis_gives_equal_probabilities(adapter: AdapterProcess) -> None:
+def test_same_decision_through_both_apis_gives_equal_probabilities(adapter: AppServer) -> None:
     decision = ask(adapter, [PREDICATE, CHOICE, SCORE])
     systemone = httpx.post(f"{adapter.url}/v1/systemone", json=SYSTEMONE, headers=AUTH, timeout=120)
     assert systemone.status_code == 200, systemone.text
@@ -199,7 +200,7 @@ TRACE: list[dict[str, Any]] = [
 ]
 
 
-def test_an_agent_trace_is_a_state(adapter: AdapterProcess) -> None:
+def test_an_agent_trace_is_a_state(adapter: AppServer) -> None:
     question = {"type": "predicate", "instructions": "Was the customer's problem solved?"}
     traced = ask(adapter, [question], input=TRACE).answers[0]
     angry = [*TRACE[:-2], {"role": "assistant", "content": "We cannot help with that."}]
@@ -215,7 +216,7 @@ def test_an_agent_trace_is_a_state(adapter: AdapterProcess) -> None:
         ask(adapter, [question], input=image)
 
 
-def test_a_declined_question_is_a_refusal_beside_answers(adapter: AdapterProcess) -> None:
+def test_a_declined_question_is_a_refusal_beside_answers(adapter: AppServer) -> None:
     declined = {**PREDICATE, "name": "declined", "x_out_of_scope": True}
     refusal, answered = ask(adapter, [declined, PREDICATE]).answers
     assert refusal.type == "refusal" and refusal.name == "declined"
@@ -224,7 +225,7 @@ def test_a_declined_question_is_a_refusal_beside_answers(adapter: AdapterProcess
     assert answered.type == "predicate" and answered.x_action_reason == "not_measured"  # type: ignore[union-attr]
 
 
-def test_errors_are_the_sdks_exception_classes(adapter: AdapterProcess) -> None:
+def test_errors_are_the_sdks_exception_classes(adapter: AppServer) -> None:
     with pytest.raises(openai.AuthenticationError) as auth:
         ask(adapter, [PREDICATE], api_key="wrong")
     assert auth.value.status_code == 401 and auth.value.body["code"] == "authentication_error"  # type: ignore[index]
@@ -239,7 +240,7 @@ def test_errors_are_the_sdks_exception_classes(adapter: AdapterProcess) -> None:
     assert large.value.status_code == 413 and large.value.body["code"] == "payload_too_large"  # type: ignore[index]
 
 
-def test_a_429_is_a_rate_limit_error_the_sdk_retries_after_retry_after(adapter: AdapterProcess) -> None:
+def test_a_429_is_a_rate_limit_error_the_sdk_retries_after_retry_after(adapter: AppServer) -> None:
     long_state = {**SYSTEMONE, "state": TICKET * 24}
 
     def hold() -> threading.Thread:
@@ -278,7 +279,7 @@ def test_a_429_is_a_rate_limit_error_the_sdk_retries_after_retry_after(adapter: 
     assert retry_after is not None and sent[1] - first_429_at >= int(retry_after) - 0.05  # waited as told
 
 
-def test_langchain_openai_decisions_one_call_per_question_type(adapter: AdapterProcess) -> None:
+def test_langchain_openai_decisions_one_call_per_question_type(adapter: AppServer) -> None:
     from langchain_openai.decisions import Choice, OpenAIDecisions, Predicate, Score
 
     decisions = OpenAIDecisions(model="jev-latest", base_url=f"{adapter.url}/v1", api_key=KEY)

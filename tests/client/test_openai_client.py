@@ -20,11 +20,11 @@ import openai
 import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
-from decision_adapter.launcher import AdapterProcess
 from decision_endpoints_client import async_openai_client, openai_client
 from decision_endpoints_client.sdk import SIGV4_PLACEHOLDER_KEY
 
-from tests.conftest import require_model, start_adapter
+from tests.app_support import AppServer, start_app
+from tests.conftest import require_model
 from tests.sagemaker_runtime_standin import AUTHORIZATION, SageMakerRuntimeStandIn
 
 ENDPOINT, REGION = "decision-test-cpu", "eu-west-1"
@@ -109,15 +109,15 @@ def test_a_model_error_in_openais_envelope_is_the_sdks_rate_limit_error_with_its
 
 
 @pytest.fixture(scope="module")
-def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
+def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     require_model()
-    proc = start_adapter(tmp_path_factory.mktemp("openai-client"), env={"DECISION_CHAT_CONTEXTS": "0"})
+    proc = start_app(env={"DECISION_CHAT_CONTEXTS": "0"}, shared=True)
     yield proc
     proc.stop()
 
 
 @pytest.fixture(scope="module")
-def standin(adapter: AdapterProcess) -> Iterator[SageMakerRuntimeStandIn]:
+def standin(adapter: AppServer) -> Iterator[SageMakerRuntimeStandIn]:
     runtime = SageMakerRuntimeStandIn(adapter.url, endpoint=ENDPOINT, region=REGION, variants=("AllTraffic",))
     yield runtime
     runtime.close()
@@ -132,7 +132,7 @@ def signing_client(standin: SageMakerRuntimeStandIn) -> Any:
 
 @pytest.mark.model
 def test_the_sdk_reaches_the_endpoint_sync_and_async_with_the_direct_answer(
-    adapter: AdapterProcess, standin: SageMakerRuntimeStandIn
+    adapter: AppServer, standin: SageMakerRuntimeStandIn
 ) -> None:
     before = len(standin.seen)
     through = openai_client(ENDPOINT, client=signing_client(standin)).decisions.create(

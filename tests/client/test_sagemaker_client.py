@@ -38,7 +38,8 @@ from typesafe_sdk import (
     TypeSafeUnprocessableEntityError,
 )
 
-from tests.conftest import AdapterProcess, require_model, start_adapter
+from tests.app_support import AppServer, start_app
+from tests.conftest import require_model
 from tests.sagemaker_runtime_standin import AUTHORIZATION, SageMakerRuntimeStandIn
 
 pytestmark = pytest.mark.model
@@ -61,15 +62,15 @@ SENTENCE = "The customer says the March invoice was charged twice, the refund ne
 
 
 @pytest.fixture(scope="module")
-def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
+def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     require_model()
-    proc = start_adapter(tmp_path_factory.mktemp("sagemaker-client"), env=MODULE_ENV)
+    proc = start_app(env=MODULE_ENV)
     yield proc
     proc.stop()
 
 
 @pytest.fixture(scope="module")
-def runtime(adapter: AdapterProcess) -> Iterator[SageMakerRuntimeStandIn]:
+def runtime(adapter: AppServer) -> Iterator[SageMakerRuntimeStandIn]:
     standin = SageMakerRuntimeStandIn(adapter.url, endpoint=ENDPOINT, region=REGION, variants=VARIANTS)
     yield standin
     standin.close()
@@ -89,7 +90,7 @@ def sdk(runtime: SageMakerRuntimeStandIn, **options) -> TypeSafeClient:
 
 
 def test_the_sdks_decision_call_succeeds_unchanged_and_equals_the_direct_answer(
-    adapter: AdapterProcess, runtime: SageMakerRuntimeStandIn
+    adapter: AppServer, runtime: SageMakerRuntimeStandIn
 ) -> None:
     before = len(runtime.seen)
     with sdk(runtime) as client:
@@ -128,7 +129,7 @@ def test_request_id_and_target_variant_pass_through(runtime: SageMakerRuntimeSta
     assert reply.headers["x-typesafe-request-id"] == reply.headers["x-amzn-requestid"] != ""
 
 
-def _hold_the_context(adapter: AdapterProcess, tag: str) -> threading.Thread:
+def _hold_the_context(adapter: AppServer, tag: str) -> threading.Thread:
     """A long decision (about 750 new tokens, three questions: seconds here) sent straight to the adapter."""
     body = {
         "model": "jev-latest",
@@ -145,7 +146,7 @@ def _hold_the_context(adapter: AdapterProcess, tag: str) -> threading.Thread:
 
 
 def test_a_429_reaches_the_sdk_as_a_429_with_its_retry_after(
-    adapter: AdapterProcess, runtime: SageMakerRuntimeStandIn
+    adapter: AppServer, runtime: SageMakerRuntimeStandIn
 ) -> None:
     """SageMaker hands the adapter's 429 over as a 424 and drops its Retry-After header; the transport gives the
     SDK the 429 again, with the wait the adapter asked for (stated in its body)."""
@@ -161,7 +162,7 @@ def test_a_429_reaches_the_sdk_as_a_429_with_its_retry_after(
 
 
 def test_the_sdks_retry_policy_waits_the_retry_after_and_then_succeeds(
-    adapter: AdapterProcess, runtime: SageMakerRuntimeStandIn
+    adapter: AppServer, runtime: SageMakerRuntimeStandIn
 ) -> None:
     holder = _hold_the_context(adapter, "retried")
     before = len(runtime.seen)

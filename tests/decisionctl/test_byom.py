@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 from decision_adapter import events
-from decision_adapter.launcher import ROOT, AdapterProcess, free_port, start_adapter, wait_ready
+from decision_adapter.launcher import ROOT, AdapterProcess, free_port, wait_ready
 from decision_adapter.manifest import calibration_sha256, read_manifest
 from decisionctl import cli
 from decisionctl.commands.options import shipped
@@ -45,6 +45,7 @@ from decisionctl.commands.options import shipped
 from app import build_app
 from benchmarks.injection_bench import GEMMA_DIR, GEMMA_FILE, GEMMA_SHA256, ensure_gemma
 from stacks.evaluation_binding import WARNING_ID
+from tests.app_support import AppServer, start_app
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -129,8 +130,8 @@ def dev_serve(cwd: Path, artifact: str, logs: Path) -> AdapterProcess:
 
 
 @contextlib.contextmanager
-def serving(tmp: Path, artifact: Path) -> Iterator[AdapterProcess]:
-    adapter = start_adapter(tmp, model_dir=artifact)
+def serving(tmp: Path, artifact: Path) -> Iterator[AppServer]:
+    adapter = start_app(model_dir=artifact)
     try:
         yield adapter
     finally:

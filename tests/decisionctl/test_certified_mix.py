@@ -11,7 +11,7 @@ from decision_adapter.policy import ACTIONS, content_version, verdict
 from decisionctl.certification.policies import from_results
 
 from stacks.decision_shift import CertifiedShares
-from tests.decisionctl.test_decisionctl_policy import MODEL, keys_of, predictions, results_for, served
+from tests.policy_support import MODEL, keys_of, predictions, results_for, served
 
 
 def test_the_policy_records_the_action_shares_its_bands_give_the_cases_and_each_questions_option_mix() -> None:

@@ -156,6 +156,7 @@ def test_the_vectorized_point_rule_is_todays_recommend() -> None:
             assert (metrics.THRESHOLD_GRID[index[s]] if index[s] >= 0 else None) == expected
 
 
+@pytest.mark.slow
 def test_the_binomial_tail_and_bound_are_exact() -> None:
     """The pieces the certificate is made of, against exact rational arithmetic."""
     from fractions import Fraction

@@ -31,7 +31,8 @@ from decisionctl.evaluation_record import EvaluationTolerance
 from decisionctl.review import deployed
 from decisionctl.transport import RealTimeEndpointSender, Sender
 
-from tests.conftest import copy_model, require_model, start_adapter
+from tests.app_support import start_app
+from tests.conftest import copy_model, require_model
 from tests.sagemaker_runtime_standin import ACCOUNT, SageMakerRuntimeStandIn
 
 REGION = "us-west-2"
@@ -112,9 +113,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     require_model()
     tmp = tmp_path_factory.mktemp("check-deployed")
     model = copy_model(tmp / "model")
-    a = start_adapter(tmp / "a", model_dir=model)
+    a = start_app(model_dir=model)
     # B also runs one thread (A two): another kind of instance, as its x_run hardware reports
-    b = start_adapter(tmp / "b", model_dir=model, env={"DECISION_ORDER_DEBIAS": "off", "SM_LLAMA_CPP_THREADS": "1"})
+    b = start_app(model_dir=model, env={"DECISION_ORDER_DEBIAS": "off", "SM_LLAMA_CPP_THREADS": "1"})
     runtime = SageMakerRuntimeStandIn(
         a.url,
         endpoint=ENDPOINT,
@@ -184,6 +185,7 @@ def _direct(url: str, cases: list[Any]) -> dict[str, dict[str, float]]:
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the served fixture's two adapters and record: about 20 s
 def test_the_variant_serving_the_recorded_artifact_passes(served: dict[str, Any], both) -> None:
     code, report, markdown = both
     a = _variant(report, "AllTraffic")
@@ -208,6 +210,7 @@ def test_the_variant_serving_the_recorded_artifact_passes(served: dict[str, Any]
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the served fixture's two adapters and record: about 20 s
 def test_a_variant_whose_answers_moved_fails_naming_exactly_the_cases_past_the_tolerance(
     served: dict[str, Any], both
 ) -> None:
@@ -224,10 +227,11 @@ def test_a_variant_whose_answers_moved_fails_naming_exactly_the_cases_past_the_t
     assert past and past != set(SUITE_IDS)  # some cases moved past the tolerance, some did not
     assert [row["id"] for row in gpu["over_tolerance"]] == sorted(past, key=lambda c: (-deltas[c], c))
     assert all(row["delta"] == pytest.approx(deltas[row["id"]], abs=1e-9) for row in gpu["over_tolerance"])
-    flipped = {
+    flipped = {  # a recorded near-tie (margin within the tolerance) may flip without counting (issue 46)
         cid
         for cid, entry in record["answers"].items()
         if max(moved[cid], key=lambda o: moved[cid][o]) != entry["picked"]
+        and deployed.recorded_margin(entry) > DEPLOYED_TOLERANCE["probability"]
     }
     assert {f["id"] for f in gpu["flips"]} == flipped and len(flipped) > DEPLOYED_TOLERANCE["flips"]
     assert not gpu["passed"] and len(gpu["failures"]) == 3
@@ -246,6 +250,7 @@ def test_a_variant_whose_answers_moved_fails_naming_exactly_the_cases_past_the_t
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the served fixture's two adapters and record: about 20 s
 def test_a_variant_serving_another_artifact_fails_naming_the_field(served: dict[str, Any]) -> None:
     """The identity check on a hand-made identity: the record's run, then one artifact field changed at a time."""
     record = json.loads((served["cdk_json"].parent / "evaluation" / "dev.json").read_text())
@@ -296,6 +301,7 @@ def test_an_endpoint_not_in_service_fails_and_nothing_is_scored(tmp_path: Path) 
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the served fixture's two adapters and record: about 20 s
 def test_a_pool_variant_names_each_kind_of_instance_and_the_cases_the_other_kind_moved(served: dict[str, Any]) -> None:
     """Pool stands in for an instance pool whose instances differ: its requests alternate between A (the record's
     adapter, two threads) and B (one thread, another debias mode). Cases are sent one at a time in the suite's

@@ -26,9 +26,10 @@ from decision_adapter.policy import Band, Certificate, Provenance, seal
 from decisionctl import cli
 from decisionctl.certification.bounds import upper_bound
 
-from tests.conftest import MODEL_SHA256, copy_model, require_model, start_adapter
+from tests.app_support import start_app
+from tests.conftest import MODEL_SHA256, copy_model, require_model
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]  # a module fixture of more than 15 s (pyproject.toml)
 
 SUITE_IDS = (
     *(f"noul-refund-0{i}" for i in range(1, 5)),
@@ -118,15 +119,19 @@ class Project:
         (root / "cdk.json").write_text(json.dumps({"context": {"environments": environments}}))
         self.replies: dict[str, dict[str, Any]] = {}
 
-    def record(self, name: str, artifact: Path, env: dict[str, str] | None = None, suite: str = "dev") -> Path:
-        """Start an adapter on the artifact, record it, keep its own replies per case for the expectations."""
-        adapter = start_adapter(self.root / f"adapter-{name}", model_dir=artifact, env=env or {})
+    def record(
+        self, name: str, artifact: Path, env: dict[str, str] | None = None, suite: str = "dev", replies: bool = True
+    ) -> Path:
+        """Start an adapter on the artifact, record it, keep its own replies per case for the expectations (`replies`:
+        the tests read them; asked again only where they do)."""
+        adapter = start_app(model_dir=artifact, env=env or {})
         try:
             argv = ["record-evaluation", "--env", suite, "--artifact", str(artifact), "--url", adapter.url]
             assert cli.main([*argv, "--cdk-json", str(self.root / "cdk.json")]) == 0
             suite_file = self.root / ("suite.jsonl" if suite == "dev" else f"{suite}.jsonl")
             cases = [json.loads(line) for line in suite_file.read_text().splitlines()[1:]]
-            self.replies[name] = {c["id"]: _ask(adapter.url, c) for c in cases}
+            if replies:
+                self.replies[name] = {c["id"]: _ask(adapter.url, c) for c in cases}
         finally:
             adapter.stop()
         kept = self.root / f"{name}.json"
@@ -150,10 +155,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Project,
     p = Project(root / "project")
     base = _artifact(root, "base", None)
     records = {"base": p.record("base", base)}
-    records["reworded"] = p.record("reworded", base, suite="reworded")
+    records["reworded"] = p.record("reworded", base, suite="reworded", replies=False)
     records["debias_off"] = p.record("debias_off", base, env={"DECISION_ORDER_DEBIAS": "off"})
     tempered = Calibration(temperature={"noul": TEMPERATURE, "choice": TEMPERATURE, "score": TEMPERATURE})
-    records["temperature"] = p.record("temperature", _artifact(root, "temperature", tempered))
+    records["temperature"] = p.record("temperature", _artifact(root, "temperature", tempered), replies=False)
     template = json.loads(records["base"].read_text())["run"]["prompt_template"]
     prior = SlotPrior(model_sha256=MODEL_SHA256, prompt_template=template, slots={"3": [0.05, 0.9, 0.05]})
     records["slot_prior"] = p.record("slot_prior", _artifact(root, "slot_prior", Calibration(slot_prior=prior)))

@@ -28,14 +28,14 @@ from decisionctl.load.prices import load_prices
 from decisionctl.load.runs import SCALING_KEY, recommend, run_target
 from decisionctl.transport import HttpSender, Reply, RetryPolicy
 
-from tests.conftest import MODEL_DIR, MODEL_FILE, require_model, start_adapter
+from tests.app_support import start_app
+from tests.conftest import MODEL_DIR, MODEL_FILE, require_model
 
 
 @pytest.fixture(scope="module")
 def two_slot_adapter(tmp_path_factory: pytest.TempPathFactory):
     require_model()
-    adapter = start_adapter(
-        tmp_path_factory.mktemp("two-slot"),
+    adapter = start_app(
         env={"DECISION_MAX_QUEUE": "1", "DECISION_MAX_CONCURRENCY": "1", "DECISION_ADMISSION_WAIT_S": "0"},
     )
     yield adapter

@@ -28,7 +28,8 @@ from decisionctl import cli
 from decisionctl.evaluation import temperatures
 from decisionctl.evaluation.cases import Prediction
 
-from tests.conftest import MODEL_SHA256, start_adapter
+from tests.app_support import start_app
+from tests.conftest import MODEL_SHA256
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -249,7 +250,7 @@ def test_fit_calibration_reports_heldout_ece_and_the_adapter_applies_what_it_wro
     for qtype, entry in fit["per_type"].items():
         assert written.calibration.for_type(qtype) == pytest.approx(entry["temperature"], rel=1e-5)
     # An adapter started on the rewritten manifest serves p' proportional to p ** (T0 / T), as the fit assumed.
-    fresh = start_adapter(tmp_path / "calibrated", model_dir=model_copy)
+    fresh = start_app(model_dir=model_copy)
     try:
         preds = {p["id"]: p for p in json.loads((evaluated["out"] / "results.json").read_text())["predictions"]}
         cases = {c["id"]: c for c in _examples()}

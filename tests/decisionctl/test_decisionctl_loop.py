@@ -25,9 +25,10 @@ from decisionctl import cli
 from decisionctl.evaluation.cases import load_cases
 
 from tests import capture_support
-from tests.conftest import MODEL_SHA256, copy_model, require_model, start_adapter
+from tests.app_support import start_app
+from tests.conftest import MODEL_SHA256, copy_model, require_model
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]  # a module fixture of more than 15 s (pyproject.toml)
 
 TEAMS = {"Billing": "payments, invoices, refunds", "Technical": "bugs, outages, log-in", "Sales": "pricing, plans"}
 INSTRUCTIONS = {"urgent": "Does this ticket need a reply within the hour?", "team": "Which team owns this ticket?"}
@@ -95,7 +96,7 @@ def traffic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for variant, (calibration, env) in variants.items():
         model = copy_model(root / variant / "model")
         serve_policy(model, calibration)
-        adapter = start_adapter(root / variant / "adapter", model_dir=model, env=env)
+        adapter = start_app(model_dir=model, env=env)
         try:
             bodies[variant] = [
                 httpx.post(

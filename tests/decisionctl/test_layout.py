@@ -1,14 +1,15 @@
 """decisionctl's layout (issues 32 and 39), read from the source: packages by job that import each other in no circle
 and import no stack, commands that are a page of arguments around one use case, one module of terminal tables,
 and none of the adapter's serving modules pulled into the CLI. The module-level cycle check and the 400-line limit
-over the whole project are tests/adapter/test_import_graph.py's; this file reads the same graph."""
+over the whole project are tests/adapter/test_import_graph.py's; this file reads the same graph
+(tests/import_graph_support.py)."""
 
 from __future__ import annotations
 
 import ast
 from functools import cache
 
-from tests.adapter.test_import_graph import GRAPH, MODULES
+from tests.import_graph_support import GRAPH, MODULES
 
 JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review"}
 # what several jobs and commands use; evaluation_record, dlc_registry and config_section are read by synth too

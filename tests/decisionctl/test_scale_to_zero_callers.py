@@ -18,7 +18,7 @@ from decisionctl import cli
 from decisionctl.commands import check_deployed, options
 from decisionctl.review import deployed
 
-from tests.conftest import AdapterProcess
+from tests.app_support import AppServer
 from tests.sagemaker_runtime_standin import COMPONENT_HEADER, SageMakerRuntimeStandIn
 
 REGION, ENDPOINT, COMPONENT = "us-west-2", "decision-dev-cpu", "decision-dev-cpu-model"
@@ -31,7 +31,7 @@ WAITING = "no capacity yet (scaling from zero)"
 
 
 @pytest.fixture()
-def runtime(adapter: AdapterProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[SageMakerRuntimeStandIn]:
+def runtime(adapter: AppServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[SageMakerRuntimeStandIn]:
     """A components endpoint at zero: its first three invocations are refused for want of a copy."""
     standin = SageMakerRuntimeStandIn(
         adapter.url, endpoint=ENDPOINT, region=REGION, variants=("AllTraffic",), component=COMPONENT, no_capacity=3

@@ -19,7 +19,8 @@ from decision_adapter.calibration import SlotPriorMismatch, checked_prior
 from decision_adapter.manifest import SlotPrior, read_manifest, write_manifest
 from decisionctl.cli import main as decisionctl
 
-from tests.conftest import MODEL_SHA256, AdapterProcess, copy_model, require_model, start_adapter
+from tests.app_support import AppServer, start_app
+from tests.conftest import MODEL_SHA256, copy_model, require_model, start_adapter
 
 pytestmark = pytest.mark.model
 
@@ -55,7 +56,7 @@ ASKED = {
 
 
 @pytest.fixture(scope="module")
-def fitted(adapter: AdapterProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def fitted(adapter: AppServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """fit-prior on two unlabeled requests (a 3- and a 4-option choice) into a private model directory."""
     require_model()
     root = tmp_path_factory.mktemp("prior")
@@ -70,14 +71,14 @@ def fitted(adapter: AdapterProcess, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="module")
-def served(fitted: dict[str, Any]) -> Iterator[AdapterProcess]:
-    proc = start_adapter(fitted["root"] / "served", model_dir=fitted["model_dir"])
+def served(fitted: dict[str, Any]) -> Iterator[AppServer]:
+    proc = start_app(model_dir=fitted["model_dir"])
     yield proc
     proc.stop()
 
 
 def test_the_prior_is_the_mean_slot_distribution_over_every_rotation_with_its_provenance(
-    fitted: dict[str, Any], adapter: AdapterProcess
+    fitted: dict[str, Any], adapter: AppServer
 ) -> None:
     calibration = read_manifest(fitted["model_dir"] / "manifest.json").calibration
     assert calibration is not None and calibration.slot_prior is not None
@@ -105,7 +106,7 @@ def test_the_prior_is_the_mean_slot_distribution_over_every_rotation_with_its_pr
     assert sum(prior.slots["4"]) == pytest.approx(1.0, abs=1e-6) and len(prior.slots["4"]) == 4
 
 
-def test_labeled_input_is_refused_and_nothing_is_written(adapter: AdapterProcess, tmp_path: Path) -> None:
+def test_labeled_input_is_refused_and_nothing_is_written(adapter: AppServer, tmp_path: Path) -> None:
     model_dir = copy_model(tmp_path / "model")
     before = (model_dir / "manifest.json").read_text(encoding="utf-8")
     labeled = tmp_path / "labeled.jsonl"
@@ -117,7 +118,7 @@ def test_labeled_input_is_refused_and_nothing_is_written(adapter: AdapterProcess
 
 
 def test_the_adapter_divides_each_order_by_the_prior_then_renormalizes(
-    served: AdapterProcess, fitted: dict[str, Any]
+    served: AppServer, fitted: dict[str, Any]
 ) -> None:
     prior = np.array(read_manifest(fitted["model_dir"] / "manifest.json").calibration.slot_prior.slots["3"])  # type: ignore[union-attr]
     body = httpx.post(

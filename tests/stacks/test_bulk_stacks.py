@@ -8,7 +8,6 @@ findings. Assertions are on properties, following references, never on generated
 from __future__ import annotations
 
 import atexit
-import copy
 import json
 import shutil
 import tempfile
@@ -22,33 +21,9 @@ from app import build_app
 from stacks.batch_transform import LOG_DELIVERY_ACTIONS
 from stacks.config import ConfigError, load_environment
 from stacks.nag import MIN_REASON_LENGTH, acknowledged
-from tests.cdk_support import cdk_context
+from tests.cdk_support import BATCH, bulk_context, cdk_context
 
-BATCH = {
-    "enabled": True,
-    "instance_type": "ml.c6i.2xlarge",
-    "instance_count": 2,
-    "max_concurrent_transforms": 2,
-    "max_payload_mb": 1,
-    "schedule": {"expression": "cron(0 2 * * ? *)", "timezone": "Europe/Berlin", "run": "nightly"},
-}
-ASYNC = {
-    "enabled": True,
-    "instance_type": "ml.c6i.xlarge",
-    "max_instances": 3,
-    "max_concurrent_invocations_per_instance": 1,
-    "target_backlog_per_instance": 4,
-    "scale_in_cooldown_seconds": 600,
-    "scale_out_cooldown_seconds": 60,
-}
 ASYNC_NAME = "decision-dev-async"
-
-
-def bulk_context() -> dict[str, Any]:
-    context = cdk_context()
-    dev = context["environments"]["dev"]
-    dev["batch"], dev["async"] = copy.deepcopy(BATCH), copy.deepcopy(ASYNC)
-    return context
 
 
 @pytest.fixture(scope="module")

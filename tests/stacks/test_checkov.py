@@ -25,9 +25,9 @@ import yaml
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
 
 from app import build_app
-from tests.cdk_support import HOSTING_VARIANTS, ROOT, VARIANTS, synthesize
-from tests.stacks.test_bulk_stacks import ASYNC, BATCH
-from tests.stacks.test_production_loop_stacks import loop_context
+from tests.cdk_support import ASYNC, BATCH, HOSTING_VARIANTS, ROOT, VARIANTS, loop_context, synthesize
+
+pytestmark = pytest.mark.slow  # the full variant's synth and checkov over ten variants: about 25 s
 
 CHECKOV = ROOT / ".cache" / "checkov" / "bin" / "checkov"
 ACKNOWLEDGED = Path(__file__).with_name("checkov_acknowledged.yaml")

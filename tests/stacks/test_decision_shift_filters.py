@@ -30,9 +30,10 @@ from stacks.decision_shift import (
     CertifiedShares,
     action_shift_expression,
 )
+from tests.app_support import AppServer, start_app
 from tests.cdk_support import cdk_context
 from tests.cloudwatch_filters import MetricFilter, evaluate_alarm
-from tests.conftest import AdapterProcess, copy_model, require_model, start_adapter
+from tests.conftest import copy_model, require_model
 
 pytestmark = pytest.mark.model
 
@@ -74,7 +75,7 @@ MIN_ANSWERS = 8
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdapterProcess, Policy]]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppServer, Policy]]:
     require_model()
     root = tmp_path_factory.mktemp("shift")
     model = copy_model(root / "model")
@@ -95,13 +96,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdapterPr
         certified_mix=CERTIFIED,
     )
     write_manifest(manifest.model_copy(update={"policy": policy}), model / "manifest.json")
-    adapter = start_adapter(root / "adapter", model_dir=model)
+    adapter = start_app(model_dir=model)
     yield adapter, policy
     adapter.stop()
 
 
 @pytest.fixture(scope="module")
-def traffic(served: tuple[AdapterProcess, Policy]) -> tuple[list[dict[str, Any]], list[Any]]:
+def traffic(served: tuple[AppServer, Policy]) -> tuple[list[dict[str, Any]], list[Any]]:
     """The responses of the eight requests and the adapter's log lines (every line, parsed where JSON)."""
     adapter, _ = served
     bodies = []
@@ -113,7 +114,7 @@ def traffic(served: tuple[AdapterProcess, Policy]) -> tuple[list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def template(served: tuple[AdapterProcess, Policy]) -> dict[str, Any]:
+def template(served: tuple[AppServer, Policy]) -> dict[str, Any]:
     """prod's Serving template with decision_shift on, certified = the served policy's certified_mix."""
     _, policy = served
     assert policy.certified_mix is not None
@@ -169,7 +170,7 @@ def decision_shift_filters(template: dict[str, Any], endpoint: str) -> dict[str,
 
 
 def test_the_filters_give_the_shares_the_policy_gives_the_served_answers(
-    served: tuple[AdapterProcess, Policy], traffic: tuple[list[dict[str, Any]], list[Any]], template: dict[str, Any]
+    served: tuple[AppServer, Policy], traffic: tuple[list[dict[str, Any]], list[Any]], template: dict[str, Any]
 ) -> None:
     _, policy = served
     bodies, lines = traffic
@@ -194,7 +195,7 @@ def test_the_filters_give_the_shares_the_policy_gives_the_served_answers(
 
 
 def test_the_alarms_fire_on_the_certified_mix_and_not_on_the_mix_the_traffic_has(
-    served: tuple[AdapterProcess, Policy], traffic: tuple[list[dict[str, Any]], list[Any]], template: dict[str, Any]
+    served: tuple[AppServer, Policy], traffic: tuple[list[dict[str, Any]], list[Any]], template: dict[str, Any]
 ) -> None:
     _, policy = served
     bodies, lines = traffic

@@ -24,16 +24,15 @@ from app import _deployed_check, build_app
 from stacks.deployed_check_access import CheckRoleTrust, DeployedCheckRole
 from stacks.github_config import load_github
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK
-from tests.cdk_support import cdk_context, synthesize
-from tests.stacks.test_github_deploy_stack import (
+from tests.cdk_support import as_list, cdk_context, synthesize
+from tests.github_stack_support import (
     CHECK_ROLE_ARN,
     DEV_ACCOUNT,
     PROD_ACCOUNT,
-    _as_list,
-    _context,
-    _roles,
-    _statements,
-    _text,
+    arn_text,
+    attached_statements,
+    deploy_roles,
+    github_context,
 )
 
 CHECK_ROLE = "decision-dev-deployed-check"
@@ -51,7 +50,7 @@ def dev() -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """dev synthesized with the pipeline configured: its Serving template and the GitHub stack's."""
     outdir = Path(tempfile.mkdtemp(prefix="cdk-dev-github-"))
     atexit.register(shutil.rmtree, outdir, True)
-    build_app("dev", context=_context(), outdir=str(outdir)).synth()  # raises on any cdk-nag finding
+    build_app("dev", context=github_context(), outdir=str(outdir)).synth()  # raises on any cdk-nag finding
     path = outdir / "DecisionEndpoints-dev-Serving.template.json"
     github = json.loads((outdir / f"{GITHUB_DEPLOY_STACK}.template.json").read_text(encoding="utf-8"))
     return path, json.loads(path.read_text(encoding="utf-8")), github
@@ -85,10 +84,10 @@ def test_devs_check_role_is_trusted_by_the_dev_github_role_only(dev) -> None:
 def test_devs_check_role_may_only_describe_and_invoke_devs_decision_endpoints(dev) -> None:
     _, serving, _ = dev
     ((role_id, _),) = _check_roles(serving).values()
-    (statement,) = _statements(serving, role_id)
+    (statement,) = attached_statements(serving, role_id)
     assert statement["Effect"] == "Allow" and "Condition" not in statement
-    assert set(_as_list(statement["Action"])) == {"sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"}
-    assert sorted(_text(r) for r in _as_list(statement["Resource"])) == ENDPOINTS
+    assert set(as_list(statement["Action"])) == {"sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"}
+    assert sorted(arn_text(r) for r in as_list(statement["Resource"])) == ENDPOINTS
 
 
 def test_the_role_arn_is_an_output_and_the_one_the_dev_github_role_may_assume(dev) -> None:
@@ -97,10 +96,10 @@ def test_the_role_arn_is_an_output_and_the_one_the_dev_github_role_may_assume(de
     assert serving["Outputs"]["DeployedCheckRoleArn"]["Value"] == {"Fn::GetAtt": [role_id, "Arn"]}
     # Both sides name one role: the ARN the GitHub role may assume, and the trusted name the GitHub stack gives.
     assert f"arn:aws:iam::{DEV_ACCOUNT}:role/{role['Properties']['RoleName']}" == CHECK_ROLE_ARN
-    dev_id, dev_role = _roles(github)["decision-endpoints-github-deploy-dev"]
+    dev_id, dev_role = deploy_roles(github)["decision-endpoints-github-deploy-dev"]
     assert DEV_GITHUB_ROLE.endswith(f":role/{dev_role['Properties']['RoleName']}")
-    (assume,) = [s for s in _statements(github, dev_id) if s["Sid"] == "AssumeDeployedCheckRole"]
-    assert _as_list(assume["Resource"]) == [CHECK_ROLE_ARN]
+    (assume,) = [s for s in attached_statements(github, dev_id) if s["Sid"] == "AssumeDeployedCheckRole"]
+    assert as_list(assume["Resource"]) == [CHECK_ROLE_ARN]
 
 
 def test_devs_serving_template_is_cfn_lint_clean(dev) -> None:
@@ -118,7 +117,7 @@ def test_without_the_pipeline_no_serving_stack_has_a_check_role(variant: str) ->
 
 
 def test_only_the_branch_environment_with_the_pipeline_gets_a_trust() -> None:
-    context = _context()
+    context = github_context()
     github = load_github(context["github"], context["environments"])
     assert _deployed_check(github, "dev") == CheckRoleTrust(
         account=PROD_ACCOUNT, github_role="decision-endpoints-github-deploy-dev"
@@ -131,14 +130,14 @@ def test_with_dev_the_github_stacks_own_home_the_role_trusts_devs_own_account() 
     """No approval-gated environment: the GitHub stack lives with dev (home_target), in whichever account both are
     deployed to, so the unknown account is dev's own, as the GitHub role's statement takes it."""
     environments = {"dev": cdk_context()["environments"]["dev"]}
-    github = load_github(_context()["github"], environments)
+    github = load_github(github_context()["github"], environments)
     trust = _deployed_check(github, "dev")
     assert trust == CheckRoleTrust(account=None, github_role="decision-endpoints-github-deploy-dev")
     stack = cdk.Stack(cdk.App(), "Serving", env=cdk.Environment(region="us-west-2"))
     DeployedCheckRole(stack, "DeployedCheck", environment="dev", trust=trust, endpoint_names=["decision-dev-cpu"])
     (role,) = Template.from_stack(stack).find_resources("AWS::IAM::Role").values()
     (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-    assert _text(statement["Principal"]["AWS"]) == "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"
-    assert _text(statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == (
+    assert arn_text(statement["Principal"]["AWS"]) == "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"
+    assert arn_text(statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == (
         "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/decision-endpoints-github-deploy-dev"
     )

@@ -11,8 +11,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any
 
-from tests.cdk_support import Synthesized
-from tests.stacks.test_stacks import as_list, by_ref, role_statements
+from tests.cdk_support import Synthesized, as_list, by_ref, role_statements
 
 LOGS_CONTEXT = "kms:EncryptionContext:aws:logs:arn"
 ENDPOINT_LOGS = "/aws/sagemaker/Endpoints/"

@@ -29,13 +29,22 @@ from stacks.config import ConfigError
 from stacks.github_config import load_github
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, environment_stacks
 from stacks.nag import acknowledged
-from tests.cdk_support import ROOT, cdk_context
+from tests.cdk_support import ROOT, as_list, cdk_context
+from tests.github_stack_support import (
+    CHECK_ROLE_ARN,
+    DEV_ACCOUNT,
+    HOST,
+    OWNER,
+    PROD_ACCOUNT,
+    PROD_REGION,
+    REPO,
+    arn_text,
+    attached_statements,
+    deploy_roles,
+    github_context,
+    resources_of,
+)
 
-OWNER, REPO = "example-org", "decision-endpoints"
-HOST = "token.actions.githubusercontent.com"
-PROD_ACCOUNT, PROD_REGION = "111122223333", "eu-west-1"
-DEV_ACCOUNT = "444455556666"  # with the pipeline, every environment has an account of its own (stacks/isolation.py)
-CHECK_ROLE_ARN = f"arn:aws:iam::{DEV_ACCOUNT}:role/decision-dev-deployed-check"  # dev's Serving stack makes it
 # The one subject each role trusts: dev only a job on main without a GitHub environment, prod only a job
 # of the GitHub environment prod (which its reviewers approved). One role trusting both let any run on
 # main take prod's credentials without the approval.
@@ -51,68 +60,23 @@ BOUND = {
 }
 
 
-def _context(**github: Any) -> dict[str, Any]:
-    context = cdk_context()
-    context["github"] = {"owner": OWNER, "repository": REPO, "create_oidc_provider": True, **github}
-    context["environments"]["prod"].update(account=PROD_ACCOUNT, region=PROD_REGION)
-    context["environments"]["dev"].update(account=DEV_ACCOUNT)
-    return context
-
-
 @pytest.fixture(scope="module")
 def synthesized() -> tuple[cdk.App, dict[str, Any], Path]:
     """The GitHub stack synthesized with -c env=prod: its roles must not follow the environment synthesized."""
     outdir = Path(tempfile.mkdtemp(prefix="cdk-github-"))
     atexit.register(shutil.rmtree, outdir, True)
-    app = build_app("prod", context=_context(), outdir=str(outdir))
+    app = build_app("prod", context=github_context(), outdir=str(outdir))
     app.synth()  # raises on any cdk-nag finding
     path = outdir / f"{GITHUB_DEPLOY_STACK}.template.json"
     return app, json.loads(path.read_text(encoding="utf-8")), path
 
 
-def _of(template: Mapping[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
-
-
-def _roles(template: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Role name -> (logical id, role)."""
-    return {r["Properties"]["RoleName"]: (k, r) for k, r in _of(template, "AWS::IAM::Role").items()}
-
-
-def _statements(template: Mapping[str, Any], role_id: str) -> list[dict[str, Any]]:
-    """Every statement of the inline policies attached to the role `role_id`."""
-    return [
-        statement
-        for policy in _of(template, "AWS::IAM::Policy").values()
-        if {"Ref": role_id} in policy["Properties"]["Roles"]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-    ]
-
-
-def _text(value: Any) -> str:
-    """An ARN as CloudFormation would join it, pseudo parameters kept as ${...}."""
-    if isinstance(value, str):
-        return value
-    if "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return str(separator).join(_text(part) for part in parts)
-    if "Ref" in value:
-        return f"${{{value['Ref']}}}"
-    if "Fn::GetAtt" in value:
-        return f"${{{'.'.join(value['Fn::GetAtt'])}}}"
-    raise AssertionError(f"unexpected intrinsic {value}")
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
 def test_each_environment_has_a_role_trusting_exactly_its_one_subject(synthesized) -> None:
     _, template, _ = synthesized
-    ((provider_id, provider),) = _of(template, "AWS::IAM::OIDCProvider").items()
+    ((provider_id, provider),) = resources_of(template, "AWS::IAM::OIDCProvider").items()
     assert provider["Properties"]["Url"] == f"https://{HOST}"
     assert provider["Properties"]["ClientIdList"] == ["sts.amazonaws.com"]
-    roles = _roles(template)
+    roles = deploy_roles(template)
     assert set(roles) == set(TRUSTED)
     for name, (_, role) in roles.items():
         assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
@@ -144,7 +108,7 @@ def _bootstrap(
 
 def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesized) -> None:
     _, template, _ = synthesized
-    assert _of(template, "AWS::IAM::ManagedPolicy") == {}
+    assert resources_of(template, "AWS::IAM::ManagedPolicy") == {}
     # Each deploy role only its own qualifier's bootstrap roles (cdk-<qualifier>-*); the diff role none: it reads
     # prod's own stacks itself (the lookup role's ReadOnlyAccess would read the whole account, decision lines too).
     version = {"ReadCdkBootstrapVersion": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod")["ReadCdkBootstrapVersion"]}
@@ -163,10 +127,10 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
         },
     }
     reads = {"cloudformation:DescribeStacks", "cloudformation:GetTemplate", "cloudformation:ListStackResources"}
-    for name, (role_id, role) in _roles(template).items():
+    for name, (role_id, role) in deploy_roles(template).items():
         assert "ManagedPolicyArns" not in role["Properties"]
-        statements = _statements(template, role_id)
-        actions = {s["Sid"]: set(_as_list(s["Action"])) for s in statements}
+        statements = attached_statements(template, role_id)
+        actions = {s["Sid"]: set(as_list(s["Action"])) for s in statements}
         if "-diff-" in name:
             assert actions == {"ReadEnvironmentStacks": reads, "ReadCdkBootstrapVersion": {"ssm:GetParameter"}}
         else:
@@ -177,10 +141,10 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
                 **(checks if name.endswith("-dev") else {}),  # prod's deploy role checks nothing
             }
         assert all(s["Effect"] == "Allow" for s in statements)
-        resources = {s["Sid"]: sorted(_text(r) for r in _as_list(s["Resource"])) for s in statements}
+        resources = {s["Sid"]: sorted(arn_text(r) for r in as_list(s["Resource"])) for s in statements}
         assert resources == expected[name], name
     # Every inline policy belongs to exactly one role.
-    assert all(len(p["Properties"]["Roles"]) == 1 for p in _of(template, "AWS::IAM::Policy").values())
+    assert all(len(p["Properties"]["Roles"]) == 1 for p in resources_of(template, "AWS::IAM::Policy").values())
 
 
 def test_the_diff_roles_stacks_are_prods_and_only_prods() -> None:
@@ -197,12 +161,12 @@ def test_only_the_dev_role_may_assume_a_role_besides_its_bootstrap_and_only_devs
     _, template, _ = synthesized
     assumable = {
         name: {
-            _text(r)
-            for s in _statements(template, role_id)
-            if "sts:AssumeRole" in _as_list(s["Action"])
-            for r in _as_list(s["Resource"])
+            arn_text(r)
+            for s in attached_statements(template, role_id)
+            if "sts:AssumeRole" in as_list(s["Action"])
+            for r in as_list(s["Resource"])
         }
-        for name, (role_id, _) in _roles(template).items()
+        for name, (role_id, _) in deploy_roles(template).items()
     }
     bootstrap = {
         name: set(_bootstrap(account, region, qualifier)["AssumeCdkBootstrapRoles"])
@@ -219,8 +183,8 @@ def test_only_the_dev_role_may_assume_a_role_besides_its_bootstrap_and_only_devs
     # No role calls an endpoint itself: from this account it could not reach dev's.
     assert not any(
         "sagemaker:" in json.dumps(s["Action"])
-        for role_id, _ in _roles(template).values()
-        for s in _statements(template, role_id)
+        for role_id, _ in deploy_roles(template).values()
+        for s in attached_statements(template, role_id)
     )
 
 
@@ -234,7 +198,7 @@ def test_prods_serving_stack_has_no_check_role(synthesized) -> None:
 
 def test_an_approval_gated_environment_in_another_account_diffs_through_its_lookup_role() -> None:
     """The diff role lives in prod's account; a staging account's stacks are read through staging's own role."""
-    context = _context()
+    context = github_context()
     context["environments"]["staging"] = {
         **context["environments"]["prod"],
         "account": "777788889999",
@@ -243,14 +207,14 @@ def test_an_approval_gated_environment_in_another_account_diffs_through_its_look
     config = load_github(context["github"], context["environments"])
     assert config is not None and config.home_target.environment == "prod"
     template = Template.from_stack(GitHubDeployStack(cdk.App(), "GitHubDeploy", config=config)).to_json()
-    role_id, _ = _roles(template)["decision-endpoints-github-diff-staging"]
-    (assume,) = [s for s in _statements(template, role_id) if s["Sid"] == "AssumeCdkBootstrapRoles"]
-    assert _text(assume["Resource"]).endswith(":role/cdk-decstage-lookup-role-777788889999-eu-west-1")
+    role_id, _ = deploy_roles(template)["decision-endpoints-github-diff-staging"]
+    (assume,) = [s for s in attached_statements(template, role_id) if s["Sid"] == "AssumeCdkBootstrapRoles"]
+    assert arn_text(assume["Resource"]).endswith(":role/cdk-decstage-lookup-role-777788889999-eu-west-1")
 
 
 def test_each_roles_arn_is_an_output_naming_its_github_variable(synthesized) -> None:
     _, template, _ = synthesized
-    roles = {role_id: name for name, (role_id, _) in _roles(template).items()}
+    roles = {role_id: name for name, (role_id, _) in deploy_roles(template).items()}
     outputs = {
         roles[output["Value"]["Fn::GetAtt"][0]]: output["Description"] for output in template["Outputs"].values()
     }
@@ -281,17 +245,17 @@ def test_nag_clean_with_one_acknowledgement_and_cfn_lint_clean(synthesized) -> N
 
 
 def test_an_existing_provider_is_referenced_not_created() -> None:
-    context = _context(create_oidc_provider=False)
+    context = github_context(create_oidc_provider=False)
     config = load_github(context["github"], context["environments"])
     assert config is not None
     app = cdk.App()
     template = Template.from_stack(GitHubDeployStack(app, "GitHubDeploy", config=config)).to_json()
-    assert _of(template, "AWS::IAM::OIDCProvider") == {}
-    roles = _roles(template)
+    assert resources_of(template, "AWS::IAM::OIDCProvider") == {}
+    roles = deploy_roles(template)
     assert len(roles) == 3
     for _, role in roles.values():
         principal = role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Federated"]
-        assert _text(principal) == f"arn:${{AWS::Partition}}:iam::{PROD_ACCOUNT}:oidc-provider/{HOST}"  # pinned
+        assert arn_text(principal) == f"arn:${{AWS::Partition}}:iam::{PROD_ACCOUNT}:oidc-provider/{HOST}"  # pinned
 
 
 def test_the_shipped_cdk_json_leaves_the_stack_out_until_github_is_set() -> None:
@@ -318,7 +282,7 @@ def test_a_wrong_environment_account_or_region_names_its_key() -> None:
     environments = cdk_context()["environments"]
     environments["prod"].update(account="1234", region="Europe")
     with pytest.raises(ConfigError) as caught:
-        load_github(_context()["github"], environments)
+        load_github(github_context()["github"], environments)
     assert "environments.prod.account:" in str(caught.value)
     assert "environments.prod.region:" in str(caught.value)
 
@@ -329,12 +293,12 @@ def test_environments_sharing_bootstrap_roles_get_no_github_roles() -> None:
     for env in environments.values():
         env.pop("bootstrap_qualifier")
     with pytest.raises(ConfigError, match=re.escape("environments.dev and environments.prod: both may deploy")):
-        load_github(_context()["github"], environments)
+        load_github(github_context()["github"], environments)
 
 
 def test_immutable_subjects_name_the_owner_and_repository_ids() -> None:
     """Repositories created from 15 July 2026 on issue repo:OWNER@ID/REPO@ID subjects (configure-aws-credentials)."""
-    context = _context(owner_id=123456, repository_id=789012)
+    context = github_context(owner_id=123456, repository_id=789012)
     config = load_github(context["github"], context["environments"])
     assert config is not None
     prefix = f"repo:{OWNER}@123456/{REPO}@789012"
@@ -343,14 +307,14 @@ def test_immutable_subjects_name_the_owner_and_repository_ids() -> None:
     assert config.diff_subject("prod") == f"{prefix}:environment:prod-diff"
     # The id as a claim STS checks too; the name-only configuration has none (a renamed repository's name is free).
     template = Template.from_stack(GitHubDeployStack(cdk.App(), "GitHubDeploy", config=config)).to_json()
-    for name, (_, role) in _roles(template).items():
+    for name, (_, role) in deploy_roles(template).items():
         (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert trust["Condition"]["StringEquals"][f"{HOST}:repository_id"] == "789012", name
         assert not any("owner_id" in key for key in trust["Condition"]["StringEquals"])  # STS has no such key
-    plain = load_github(_context()["github"], context["environments"])
+    plain = load_github(github_context()["github"], context["environments"])
     assert plain is not None and f"{HOST}:repository_id" not in plain.trust(plain.subject("dev"))
     with pytest.raises(ConfigError, match="set both"):
-        load_github(_context(owner_id=123456)["github"], context["environments"])
+        load_github(github_context(owner_id=123456)["github"], context["environments"])
 
 
 # --- issue 29: the dev pipeline cannot reach prod -------------------------------------------------------------
@@ -376,14 +340,14 @@ def _tags(resource: Mapping[str, Any]) -> dict[str, str]:
 def test_each_role_carries_its_own_environments_tags_whatever_env_synthesizes_it(synthesized) -> None:
     _, template, _ = synthesized  # synthesized with -c env=prod
     shipped = cdk_context()["environments"]
-    for name, (_, role) in _roles(template).items():
+    for name, (_, role) in deploy_roles(template).items():
         environment = name.rsplit("-", 1)[1]
         assert _tags(role) == {
             "project": "decision-endpoints",
             "environment": environment,
             **shipped[environment]["tags"],
         }, name
-    ((_, provider),) = _of(template, "AWS::IAM::OIDCProvider").items()
+    ((_, provider),) = resources_of(template, "AWS::IAM::OIDCProvider").items()
     assert _tags(provider) == {"project": "decision-endpoints"}  # shared by every environment: none of theirs
 
 
@@ -395,7 +359,7 @@ def _principals(template: Mapping[str, Any]) -> list[str]:
         if isinstance(value, dict):
             if "Principal" in value and value.get("Effect") == "Allow":
                 for kind, who in value["Principal"].items() if isinstance(value["Principal"], dict) else []:
-                    found.extend(f"{kind}:{_text(w)}" for w in _as_list(who))
+                    found.extend(f"{kind}:{arn_text(w)}" for w in as_list(who))
             for item in value.values():
                 walk(item)
         elif isinstance(value, list):
@@ -412,17 +376,17 @@ def test_no_principal_the_dev_pipeline_can_become_acts_on_prod(synthesized) -> N
     stacks, resources and key are in prod's account, where every policy trusts prod's own account, its OIDC
     provider or an AWS service bound to prod's own resources: nothing of dev's account."""
     app, template, _ = synthesized
-    roles = _roles(template)
+    roles = deploy_roles(template)
     dev_id, _ = roles["decision-endpoints-github-deploy-dev"]
-    for statement in _statements(template, dev_id):
-        for arn in (_text(r) for r in _as_list(statement["Resource"])):
+    for statement in attached_statements(template, dev_id):
+        for arn in (arn_text(r) for r in as_list(statement["Resource"])):
             assert f":{DEV_ACCOUNT}:" in arn and PROD_ACCOUNT not in arn and "decprod" not in arn, arn
             assert "-prod-" not in arn, arn  # check-deployed: dev's check role only, not prod's name in dev's account
     assumable = {
-        _text(r)
-        for s in _statements(template, dev_id)
+        arn_text(r)
+        for s in attached_statements(template, dev_id)
         if s["Action"] == "sts:AssumeRole"
-        for r in _as_list(s["Resource"])
+        for r in as_list(s["Resource"])
     }
     assert assumable and all(arn.split(":")[4] == DEV_ACCOUNT for arn in assumable)
 
@@ -460,7 +424,7 @@ def test_a_pipeline_deployed_prod_sharing_an_account_is_refused_with_the_fix(
     accounts: dict[str, str | None], named: str
 ) -> None:
     """Own qualifiers (decdev, decprod, as shipped) are not enough: dev's execution role administers the account."""
-    context = _context()
+    context = github_context()
     for environment, account in accounts.items():
         context["environments"][environment]["account"] = account
     with pytest.raises(ConfigError) as caught:
@@ -526,7 +490,7 @@ def with_demo() -> tuple[cdk.App, dict[str, Any]]:
     """dev, demo and prod, synthesized with -c env=demo: demo sorts before prod, and is not the home."""
     outdir = Path(tempfile.mkdtemp(prefix="cdk-github-demo-"))
     atexit.register(shutil.rmtree, outdir, True)
-    app = build_app("demo", context=_with(_context(), "demo"), outdir=str(outdir))
+    app = build_app("demo", context=_with(github_context(), "demo"), outdir=str(outdir))
     app.synth()  # raises on any cdk-nag finding
     return app, json.loads((outdir / f"{GITHUB_DEPLOY_STACK}.template.json").read_text(encoding="utf-8"))
 
@@ -547,7 +511,7 @@ def test_with_demo_beside_prod_each_role_trusts_and_assumes_as_before(with_demo)
     """prod's roles as with dev and prod alone; demo's deploy role its own bootstrap in demo's account (demo's
     bootstrap trusts prod's account, as dev's does), and its diff role demo's lookup role (another account)."""
     _, template = with_demo
-    roles = _roles(template)
+    roles = deploy_roles(template)
     trusted = {
         **TRUSTED,
         "decision-endpoints-github-deploy-demo": f"repo:{OWNER}/{REPO}:environment:demo",
@@ -560,7 +524,10 @@ def test_with_demo_beside_prod_each_role_trusts_and_assumes_as_before(with_demo)
             "StringEquals": {f"{HOST}:aud": "sts.amazonaws.com", f"{HOST}:sub": trusted[name], **BOUND}
         }, name
     resources = {
-        name: {s["Sid"]: sorted(_text(r) for r in _as_list(s["Resource"])) for s in _statements(template, role_id)}
+        name: {
+            s["Sid"]: sorted(arn_text(r) for r in as_list(s["Resource"]))
+            for s in attached_statements(template, role_id)
+        }
         for name, (role_id, _) in roles.items()
     }
     assert resources["decision-endpoints-github-deploy-prod"] == _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod")
@@ -579,12 +546,12 @@ def test_with_demo_beside_prod_each_role_trusts_and_assumes_as_before(with_demo)
 
 
 def test_without_prod_github_home_names_the_home() -> None:
-    context = _with(_context(), "demo", "staging")
+    context = _with(github_context(), "demo", "staging")
     del context["environments"]["prod"]
     config = load_github({**context["github"], "home": "staging"}, context["environments"])
     assert config is not None and config.home_target.environment == "staging"
     # Naming prod itself, where it exists, is allowed: it is the home anyway.
-    context = _with(_context(), "demo")
+    context = _with(github_context(), "demo")
     config = load_github({**context["github"], "home": "prod"}, context["environments"])
     assert config is not None and config.home_target.account == PROD_ACCOUNT
 
@@ -613,7 +580,7 @@ def test_without_prod_github_home_names_the_home() -> None:
 def test_without_prod_an_unsettled_home_is_refused_naming_github_home(
     gated: tuple[str, ...], home: str | None, message: str
 ) -> None:
-    context = _with(_context(), *gated)
+    context = _with(github_context(), *gated)
     del context["environments"]["prod"]
     github = {**context["github"], **({"home": home} if home is not None else {})}
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -621,7 +588,7 @@ def test_without_prod_an_unsettled_home_is_refused_naming_github_home(
 
 
 def test_beside_prod_github_home_may_not_move_the_stack_elsewhere() -> None:
-    context = _with(_context(), "demo")
+    context = _with(github_context(), "demo")
     with pytest.raises(ConfigError) as caught:
         load_github({**context["github"], "home": "demo"}, context["environments"])
     assert str(caught.value) == (
@@ -633,7 +600,7 @@ def test_beside_prod_github_home_may_not_move_the_stack_elsewhere() -> None:
 
 @pytest.mark.parametrize(("prod", "home"), [(True, "prod"), (False, "staging")])
 def test_an_unpinned_gated_environment_is_told_the_stacks_home_not_its_own_account(prod: bool, home: str) -> None:
-    context = _with(_context(), "demo", "staging")
+    context = _with(github_context(), "demo", "staging")
     context["environments"]["demo"]["account"] = None
     github = context["github"]
     if not prod:
@@ -648,7 +615,7 @@ def test_an_unpinned_gated_environment_is_told_the_stacks_home_not_its_own_accou
 
 
 def test_synth_refuses_an_ambiguous_home_naming_the_key() -> None:
-    context = _with(_context(), "demo", "staging")
+    context = _with(github_context(), "demo", "staging")
     del context["environments"]["prod"]
     with pytest.raises(ConfigError, match=re.escape("Fix: set github.home to one of demo, staging")):
         build_app("dev", context=context, outdir=tempfile.mkdtemp(prefix="cdk-refused-"))

@@ -13,7 +13,15 @@ from aws_cdk.assertions import Match
 
 from stacks.config import ConfigError, load_environment
 from stacks.hosting import ServerlessHosting, memory_needed_mb, serverless_memory_mb
-from tests.cdk_support import HOSTING_VARIANTS, PROD_FOOTPRINT, Synthesized, cdk_context, synthesize
+from tests.cdk_support import (
+    BATCH,
+    HOSTING_VARIANTS,
+    PROD_FOOTPRINT,
+    Synthesized,
+    cdk_context,
+    synthesize,
+    variant_context,
+)
 
 COPY_METRIC = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
 _BAKE: dict[str, Any] = {"wait_seconds": 600, "rollback_on_alarms": True}  # prod's bake outlasts its alarms
@@ -379,15 +387,11 @@ def test_scale_to_zero_needs_components_and_is_refused_elsewhere() -> None:
 
 
 def synthesize_chat() -> dict[str, Any]:
-    from tests.cdk_support import variant_context
-
     chat: dict[str, Any] = variant_context()["environments"]["dev"]["chat"]
     return chat
 
 
 def test_batch_does_not_run_a_serverless_model() -> None:
-    from tests.stacks.test_bulk_stacks import BATCH
-
     envs = _serverless_dev()
     envs["dev"]["batch"] = copy.deepcopy(BATCH)
     assert "model 'cpu' is hosted serverless, whose model runs without network isolation" in _refusal(envs)

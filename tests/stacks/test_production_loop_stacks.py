@@ -23,46 +23,7 @@ from stacks.config import ConfigError, load_environment
 from stacks.decision_shift import ACTION_FIELDS, ACTION_METRICS, MAX_ALARM_METRICS, rollback_alarm_count
 from stacks.guardrails import MAX_ROLLBACK_ALARMS
 from stacks.observability import ACTION_COUNTS
-from tests.cdk_support import cdk_context, variant_context
-
-ROUTING = "0123456789abcdef"
-POLICY = "fedcba9876543210"
-CANDIDATE = "models/candidate-calibration/model.tar.gz"
-CERTIFIED = {
-    "cases": 40,
-    "actions": {"automate": 0.5, "review": 0.3, "abstain": 0.2},
-    "questions": {
-        ROUTING: {
-            "type": "choice",
-            "cases": 20,
-            "options": ["Billing", "Technical", "Sales"],
-            "shares": [0.5, 0.3, 0.2],
-        }
-    },
-}
-
-
-def loop_context() -> dict[str, Any]:
-    context = cdk_context()
-    prod = context["environments"]["prod"]
-    prod["data_capture"] = {"enabled": True, "sampling_percent": 25, "prefix": "capture", "expiry_days": 90}
-    prod["decision_shift"] = {
-        "enabled": True,
-        "policy_version": POLICY,
-        "certified": CERTIFIED,
-        "routing_questions": [ROUTING],
-        "action_band_points": 15,
-        "option_band_points": 20,
-        "min_answers": 30,
-        "min_mean_label_mass": 0.5,
-    }
-    prod["cpu"]["shadow"] = {
-        "s3_key": CANDIDATE,
-        "sha256": "a" * 64,
-        "sampling_percent": 20,
-        "instance_type": "ml.c5d.9xlarge",  # local NVMe: the config may then hold no volume key
-    }
-    return context
+from tests.cdk_support import CANDIDATE, POLICY, ROUTING, cdk_context, loop_context, variant_context
 
 
 @pytest.fixture(scope="module")

@@ -26,17 +26,20 @@ from stacks import image_build
 from stacks.image_build import BUILDSPEC, image_tag, recipe_hash
 from stacks.nag import MIN_REASON_LENGTH, acknowledged
 from stacks.observability import OVERLOAD_PATTERN
-from tests.cdk_support import VARIANT_ACCOUNT, VARIANT_TOPIC, Synthesized, cdk_context, synthesize
+from tests.cdk_support import (
+    VARIANT_ACCOUNT,
+    VARIANT_TOPIC,
+    Synthesized,
+    as_list,
+    by_ref,
+    cdk_context,
+    role_statements,
+    synthesize,
+)
 
 DLC_ACCOUNT = "763104351884"
 # The only actions that may have Resource "*": AWS offers no resource-level permissions for them.
 WILDCARD_RESOURCE_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
-
-
-def by_ref(resources: dict[str, dict[str, Any]], value: Any) -> dict[str, Any]:
-    """The resource that a {"Ref": ...} or {"Fn::GetAtt": [...]} value points at."""
-    logical = value["Ref"] if "Ref" in value else value["Fn::GetAtt"][0]
-    return resources[logical]
 
 
 def endpoints(s: Synthesized) -> dict[str, dict[str, Any]]:
@@ -77,20 +80,6 @@ def policy_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any
         for document in documents:
             out += [(logical, statement) for statement in document["Statement"]]
     return out
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def role_statements(s: Synthesized, role_resource: dict[str, Any]) -> list[dict[str, Any]]:
-    res = s.template_json("Serving")["Resources"]
-    logical = next(k for k, v in res.items() if v is role_resource)
-    statements = []
-    for policy in (v for v in res.values() if v["Type"] == "AWS::IAM::Policy"):
-        if {"Ref": logical} in policy["Properties"]["Roles"]:
-            statements += policy["Properties"]["PolicyDocument"]["Statement"]
-    return statements
 
 
 # --- stacks and resource counts -----------------------------------------------------------------

@@ -159,7 +159,7 @@ def test_the_cdk_lock_holds_everything_decisionctl_imports() -> None:
 
     from packaging.requirements import Requirement
 
-    from tests.adapter.test_import_graph import GRAPH, MODULES, PACKAGES
+    from tests.import_graph_support import GRAPH, MODULES, PACKAGES
 
     reached, todo = set(), [m for m in MODULES if m.startswith("decisionctl")]
     while todo:

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.app_support import AppServer, start_app
 from tests.aws_control_standin import AwsControlStandIn
-from tests.conftest import AdapterProcess, copy_model, require_model, start_adapter
+from tests.conftest import copy_model, require_model
 from tests.sagemaker_runtime_standin import SageMakerRuntimeStandIn
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
@@ -156,7 +157,7 @@ class Records:
     suite_b: str
     a: bytes
     b: bytes
-    adapter: AdapterProcess
+    adapter: AppServer
     region: str
 
 
@@ -165,7 +166,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Records]:
     require_model()
     tmp = tmp_path_factory.mktemp("records")
     artifact = copy_model(tmp / "artifact")
-    adapter = start_adapter(tmp / "adapter", model_dir=artifact)
+    adapter = start_app(model_dir=artifact)
     rows = {
         r["id"]: r
         for r in map(json.loads, (ROOT / "tools/decisionctl/data/examples.jsonl").read_text().splitlines())
