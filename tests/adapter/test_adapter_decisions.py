@@ -119,6 +119,7 @@ def test_all_three_types_with_structured_text_and_unicode(adapter_url: str) -> N
     assert isinstance(body["usage"]["input_tokens"], int) and body["usage"]["output_tokens"] == 0
 
 
+@pytest.mark.slow
 def test_255_options_and_10_levels_answer(adapter_url: str) -> None:
     many = {"Billing": "Payments", **{f"Queue {i:03d}": None for i in range(1, 255)}}
     levels = [f"Level {i}" for i in range(10)]

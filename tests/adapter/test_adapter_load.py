@@ -105,6 +105,7 @@ def wait_admitted(adapter: AppServer, count: int, lane: str = "decisions") -> No
 # -- Retry-After (first: the first request served is the one it times)
 
 
+@pytest.mark.slow
 def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AppServer) -> None:
     """The header is the estimate from the one request running and the service time measured on the last one, not
     a constant: a first long request sets the service time (it replaces the prior of 1 s), a second holds the only

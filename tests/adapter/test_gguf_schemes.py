@@ -345,6 +345,7 @@ def test_question_text_before_the_shared_prefix_is_refused_clearly(vocab: Any) -
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
 def test_the_model_reads_exactly_the_template_render(openjev: AppServer, vocab: Any) -> None:
     """(a) usage.input_tokens equals the token count of the template rendered by the test, and the answer
     equals a softmax over the label logits of that render evaluated in one piece by llama-cpp-python."""
@@ -382,6 +383,7 @@ def test_the_model_reads_exactly_the_template_render(openjev: AppServer, vocab: 
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
 def test_gguf_temperatures_are_softmax_of_logits_over_t(openjev: AppServer, openjev_hot: AppServer) -> None:
     """(b) Same tensors and prompt, T from the GGUF: p_T is p_1 ** (1/T) renormalised, per type and bucket."""
     cold = ask(openjev.url, BILLING, MIXED)
@@ -401,6 +403,7 @@ def test_gguf_temperatures_are_softmax_of_logits_over_t(openjev: AppServer, open
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
 def test_lev_averages_the_distributions_of_the_two_orders(lev: AppServer, openjev: AppServer) -> None:
     """(c) lev's choice answer is the mean of the given-order and reversed-order distributions, each of
     which an openjev copy with the same template computes on its own."""
@@ -419,6 +422,7 @@ def test_lev_averages_the_distributions_of_the_two_orders(lev: AppServer, openje
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
 @pytest.mark.parametrize("kind", ["nimble", "foo"])
 def test_undeclared_scheme_types_refuse_to_start(variants: dict[str, Path], tmp_path: Path, kind: str) -> None:
     """(d) The process exits non-zero, and its log names the type and the key."""
@@ -432,6 +436,7 @@ def test_undeclared_scheme_types_refuse_to_start(variants: dict[str, Path], tmp_
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
 def test_manifest_calibration_overrides_gguf_temperatures(
     variants: dict[str, Path], openjev: AppServer, tmp_path: Path
 ) -> None:
@@ -458,6 +463,7 @@ def test_manifest_calibration_overrides_gguf_temperatures(
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
 def test_openjev_answers_past_52_options(openjev: AppServer) -> None:
     """(f) 60 options: every option answered (two chunks led by the first option), summing to 1."""
     criteria = {"Billing": "Payments and refunds", **{f"Queue {i:02d}": f"Tickets for queue {i}" for i in range(1, 60)}}
