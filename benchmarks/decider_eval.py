@@ -1,0 +1,234 @@
+"""What a team gets from the decider, from `decisionctl evaluate` runs on the three parts of the decider suite
+(evaluation/decider/: fit, certify, test; evaluation/DATASHEET.md). Reads the runs' predictions.jsonl, calls no
+endpoint, so it needs no lock:
+
+    .venv/bin/python benchmarks/decider_eval.py --runs .cache/decider-runs \
+        --policy '10 %=.cache/decider-runs/policy-10/manifest.json' \
+        --policy '5 %=.cache/models/qwen2.5-coder-1.5b/manifest.json' \
+        --json benchmarks/decider_results.json --figures docs
+
+The runs are `<runs>/<part>-served/` (each `evaluate evaluation/decider/<part>.jsonl --out ...` on the adapter as
+packaged, no calibration). It prints, as Markdown: accuracy (95 % Wilson interval) and, for choice, macro-F1 (95 %
+bootstrap interval) per task family, per difficulty and per tag, on every scored case (nothing is fitted on the
+model's answers for these); ECE as served and after a temperature per type fitted on the fit part, on the test part;
+the yes/no lean and an intercept fitted on the fit part, on the test part; each policy's automate / review / abstain
+shares and the error observed among its automated answers on the test part (never certified on); latency per
+decision. Figures: decider_reliability.png (test part, before and after) and decider_coverage.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from decision_adapter.manifest import read_manifest
+from decisionctl.evaluation import metrics
+from decisionctl.evaluation.cases import Prediction
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import decider_stats as st  # a sibling script, not a package
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("fit", "certify", "test")
+
+
+def load_cases() -> dict[str, dict[str, Any]]:
+    cases = {}
+    for part in PARTS:
+        for line in (ROOT / "evaluation" / "decider" / f"{part}.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.startswith("#"):
+                case = json.loads(line)
+                cases[case["id"]] = case
+    return cases
+
+
+def load_predictions(runs: Path) -> dict[str, list[Prediction]]:
+    out: dict[str, list[Prediction]] = {}
+    for part in PARTS:
+        path = runs / f"{part}-served" / "predictions.jsonl"
+        lines = path.read_text().splitlines() if path.is_file() else []
+        latest = {json.loads(line)["id"]: json.loads(line) for line in lines if line.strip()}
+        out[part] = [Prediction.from_json(p) for p in latest.values()]
+    return out
+
+
+def fmt(row: dict[str, Any]) -> str:
+    lo, hi = row["accuracy_ci"]
+    text = f"| {row['cases']} | {row['accuracy']:.1%} ({lo:.0%}-{hi:.0%}) |"
+    if "macro_f1" in row:
+        flo, fhi = row["macro_f1_ci"]
+        text += f" {row['macro_f1']:.2f} ({flo:.2f}-{fhi:.2f}) |"
+    else:
+        text += " |"
+    return text
+
+
+def grouped(preds: list[Prediction], key: Any) -> dict[str, list[Prediction]]:
+    groups: dict[str, list[Prediction]] = defaultdict(list)
+    for p in preds:
+        for k in key(p):
+            groups[k].append(p)
+    return dict(sorted(groups.items()))
+
+
+def accuracy_tables(preds: list[Prediction], cases: dict[str, dict[str, Any]], report: dict[str, Any]) -> list[str]:
+    lines = []
+    for title, key in (
+        ("task family (question type)", lambda p: [f"{cases[p.id]['family']} ({p.type})"]),
+        ("question type", lambda p: [p.type]),
+        ("difficulty", lambda p: [cases[p.id]["difficulty"]]),
+        ("tag", lambda p: cases[p.id]["tags"] or ["(none)"]),
+    ):
+        rows = {k: st.accuracy_row(g) for k, g in grouped(preds, key).items()}
+        report[f"by_{title.split()[0]}"] = rows
+        lines += ["", f"| {title} | cases | accuracy (95 % CI) | macro-F1 (95 % CI) |", "|---|---|---|---|"]
+        lines += [f"| {k} " + fmt(r) for k, r in rows.items()]
+    overall = st.accuracy_row(preds)
+    report["overall"] = overall
+    lines += ["", "| all scored cases " + fmt(overall)]
+    return lines
+
+
+def calibration_lines(parts: dict[str, list[Prediction]], report: dict[str, Any], figures: Path | None) -> list[str]:
+    fit, test = parts["fit"], parts["test"]
+    if not fit or not test:
+        return ["", "(calibration: the fit and test parts are not both scored)"]
+    exponents = st.fit_temperatures(fit)
+    after = st.calibrated(test, exponents)
+    noul_fit = [p for p in fit if p.type == "noul"]
+    b = st.fit_intercept(noul_fit)
+    noul_test = [p for p in test if p.type == "noul"]
+    shifted = [st.shifted(p, b) for p in noul_test]
+    lean = {
+        name: {
+            "said_yes": sum(p.predicted_index == 0 for p in g) / len(g),
+            "is_yes": sum(p.expected_index == 0 for p in g) / len(g),
+            "accuracy": metrics.accuracy(g),
+            "ece": metrics.ece(g),
+        }
+        for name, g in (("as served", noul_test), ("intercept fitted on fit", shifted))
+    }
+    report["calibration"] = {
+        "temperatures_T": {t: 1 / a for t, a in exponents.items()},
+        "ece_test_served": metrics.ece(test),
+        "ece_test_after": metrics.ece(after),
+        "ece_test_by_type": {
+            t: [metrics.ece(g), metrics.ece(st.calibrated(g, exponents))] for t, g in metrics.by_type(test).items()
+        },
+        "noul_intercept": b,
+        "noul_lean": lean,
+    }
+    if figures:
+        st.reliability_png(
+            figures / "decider_reliability.png",
+            {"as served": test, "temperature fitted on fit part": after},
+            f"Decider, test part ({len(test)} cases)",
+        )
+    c = report["calibration"]
+    lines = ["", "| test part | ECE as served | ECE, temperature fitted on fit |", "|---|---|---|"]
+    lines += [f"| all ({len(test)}) | {c['ece_test_served']:.3f} | {c['ece_test_after']:.3f} |"]
+    lines += [
+        f"| {t} (T = {c['temperatures_T'][t]:.2f}) | {v[0]:.3f} | {v[1]:.3f} |"
+        for t, v in c["ece_test_by_type"].items()
+    ]
+    lines += [
+        "",
+        f"yes/no lean, test part ({len(noul_test)} cases; intercept {b:+.2f} on the log-odds, fitted on fit):",
+    ]
+    lines += ["", "| | says yes | is yes | accuracy | ECE |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {k} | {v['said_yes']:.0%} | {v['is_yes']:.0%} | {v['accuracy']:.1%} | {v['ece']:.3f} |"
+        for k, v in lean.items()
+    ]
+    return lines
+
+
+def policy_lines(
+    policies: list[str], test: list[Prediction], cases: dict[str, dict[str, Any]], report: dict[str, Any]
+) -> tuple[list[str], dict[str, tuple[float, float]]]:
+    lines = [
+        "",
+        "| policy (certified on certify) | automate | review | abstain | automated errors on test | observed "
+        "error (95 % upper bound) |",
+        "|---|---|---|---|---|---|",
+    ]
+    points = {}
+    for spec in policies:
+        label, _, path = spec.partition("=")
+        policy = read_manifest(Path(path)).policy
+        if policy is None:
+            lines.append(f"| {label} | (no policy in {path}) |")
+            continue
+        level = max((b.certificate.confidence for b in policy.types.values() if b.certificate), default=0.95)
+        s = st.action_summary(test, st.policy_actions(policy, test, cases), level)
+        report.setdefault("policies", {})[label] = s
+        err = "-" if s["observed_error"] is None else f"{s['observed_error']:.1%} ({s['error_upper_bound']:.1%})"
+        lines.append(
+            f"| {label} | {s['shares']['automate']:.1%} | {s['shares']['review']:.1%} | {s['shares']['abstain']:.1%} "
+            f"| {s['errors']} of {s['automated']} | {err} |"
+        )
+        if s["automated"]:
+            points[f"policy at {label}"] = (s["shares"]["automate"], s["observed_error"])
+    return lines, points
+
+
+def latency_lines(parts: dict[str, list[Prediction]], report: dict[str, Any]) -> list[str]:
+    first, rest = [], []
+    for p in (p for g in parts.values() for p in g):
+        (first if p.id.endswith(("/route", "/approve", "/what", "/tool")) else rest).append(p.latency_s)
+    every = first + rest
+    if not every:
+        return []
+    q = statistics.quantiles(every, n=20)
+    report["latency"] = {
+        "cases": len(every),
+        "p50_s": statistics.median(every),
+        "p95_s": q[18],
+        "mean_s": statistics.fmean(every),
+        "first_question_of_state_p50_s": statistics.median(first) if first else None,
+        "later_questions_p50_s": statistics.median(rest) if rest else None,
+        "decisions_per_hour": 3600 / statistics.fmean(every),
+    }
+    r = report["latency"]
+    return [
+        "",
+        f"latency per decision (one question a request, one at a time, {r['cases']} decisions): "
+        f"p50 {r['p50_s']:.2f} s, p95 {r['p95_s']:.2f} s; first question on a state p50 "
+        f"{r['first_question_of_state_p50_s']:.2f} s, the next ones on the same state p50 "
+        f"{r['later_questions_p50_s']:.2f} s; {r['decisions_per_hour']:.0f} decisions an hour",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=Path, default=ROOT / ".cache" / "decider-runs")
+    ap.add_argument("--policy", action="append", default=[], metavar="LABEL=MANIFEST")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--figures", type=Path)
+    args = ap.parse_args(argv)
+    cases = load_cases()
+    parts = load_predictions(args.runs)
+    report: dict[str, Any] = {"scored": {k: len(v) for k, v in parts.items()}}
+    every = [p for g in parts.values() for p in g]
+    lines = [f"scored: {report['scored']}"]
+    lines += accuracy_tables(every, cases, report)
+    lines += calibration_lines(parts, report, args.figures)
+    plines, points = policy_lines(args.policy, parts["test"], cases, report)
+    lines += plines
+    lines += latency_lines(parts, report)
+    if args.figures and parts["test"]:
+        curves = {"test part as served": parts["test"]}
+        st.coverage_png(args.figures / "decider_coverage.png", curves, points)
+    print("\n".join(lines))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1, default=float) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

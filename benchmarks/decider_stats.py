@@ -1,0 +1,159 @@
+"""The statistics benchmarks/decider_eval.py reports: intervals (Wilson, a seeded bootstrap), the yes/no intercept
+and the temperature fitted on one part and applied to another, a policy's actions on predictions it never saw, and
+the two figures (reliability before and after, coverage against error)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from decision_adapter.input_flags import addressed_to_classifier
+from decision_adapter.policy import Policy, verdict
+from decisionctl.certification.bands import question_key
+from decisionctl.certification.bounds import upper_bound
+from decisionctl.evaluation import metrics, temperatures
+from decisionctl.evaluation.cases import Prediction, predicted_index
+
+Z = 1.96
+FLOOR = 1e-9
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson interval of k successes in n."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = k / n
+    centre = (p + Z * Z / (2 * n)) / (1 + Z * Z / n)
+    half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / (1 + Z * Z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap(preds: Sequence[Prediction], stat: Callable[[Sequence[Prediction]], float | None], n: int = 1000):
+    """A seeded percentile bootstrap 95 % interval of stat over the cases."""
+    rng = random.Random(0)  # noqa: S311 - a reproducible resample, not a secret
+    values = sorted(v for _ in range(n) if (v := stat([rng.choice(preds) for _ in preds])) is not None)
+    if not values:
+        return (math.nan, math.nan)
+    return (values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1])
+
+
+def accuracy_row(preds: Sequence[Prediction]) -> dict[str, Any]:
+    k = sum(p.correct for p in preds)
+    row: dict[str, Any] = {"cases": len(preds), "accuracy": k / len(preds), "accuracy_ci": wilson(k, len(preds))}
+    if preds and all(p.type == "choice" for p in preds):
+        row["macro_f1"] = metrics.macro_f1(preds)
+        row["macro_f1_ci"] = bootstrap(preds, metrics.macro_f1)
+    return row
+
+
+def with_probs(pred: Prediction, probs: list[float]) -> Prediction:
+    picked = predicted_index(pred.type, probs)
+    return replace(pred, probs=probs, predicted_index=picked, confidence=probs[picked])
+
+
+def shifted(pred: Prediction, intercept: float) -> Prediction:
+    """A yes/no answer with `intercept` added to its log-odds of yes (options in the order yes, no)."""
+    yes = min(max(pred.probs[0], FLOOR), 1 - FLOOR)
+    p = 1 / (1 + math.exp(-(math.log(yes / (1 - yes)) + intercept)))
+    return with_probs(pred, [p, 1 - p])
+
+
+def fit_intercept(preds: Sequence[Prediction]) -> float:
+    """The log-odds shift of yes that minimises the negative log-likelihood on these yes/no cases."""
+
+    def nll(b: float) -> float:
+        return -sum(math.log(max(shifted(p, b).probs[p.expected_index], FLOOR)) for p in preds)
+
+    return temperatures.golden_section(nll, -6.0, 6.0)
+
+
+def fit_temperatures(preds: Sequence[Prediction]) -> dict[str, float]:
+    """Per type, the exponent a (T' = T / a) minimising the negative log-likelihood (decisionctl's fit, no split)."""
+    return {t: temperatures.fit_exponent(g) for t, g in metrics.by_type(preds).items()}
+
+
+def calibrated(preds: Sequence[Prediction], exponents: Mapping[str, float]) -> list[Prediction]:
+    return [temperatures.rescale(p, exponents.get(p.type, 1.0)) for p in preds]
+
+
+def policy_actions(
+    policy: Policy, preds: Sequence[Prediction], cases: Mapping[str, Mapping[str, Any]]
+) -> dict[str, str]:
+    """Each case's action under the policy, as the adapter decides it (its question's band, else its type's; an
+    answer whose state is addressed to the classifier goes to review where the policy says so)."""
+    out = {}
+    for p in preds:
+        case = cases[p.id]
+        flags = ["addressed_to_classifier"] if addressed_to_classifier(case["state"]) else []
+        key = question_key(case["question"])
+        out[p.id] = verdict(policy, p.type, p.probs, options_sha256=key, input_flags=flags).action
+    return out
+
+
+def action_summary(preds: Sequence[Prediction], actions: Mapping[str, str], level: float) -> dict[str, Any]:
+    automated = [p for p in preds if actions[p.id] == "automate"]
+    errors = sum(not p.correct for p in automated)
+    shares = {a: sum(1 for p in preds if actions[p.id] == a) / len(preds) for a in ("automate", "review", "abstain")}
+    return {
+        "cases": len(preds),
+        "shares": shares,
+        "automated": len(automated),
+        "errors": errors,
+        "observed_error": errors / len(automated) if automated else None,
+        "error_upper_bound": upper_bound(errors, len(automated), level) if automated else None,
+    }
+
+
+def reliability_png(path: Path, curves: Mapping[str, Sequence[Prediction]], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 5.2))
+    ax.plot([0, 1], [0, 1], ls=":", c="grey", lw=1)
+    for label, preds in curves.items():
+        bins = [b for b in metrics.reliability_bins(preds) if b.count]
+        ax.plot(
+            [b.mean_confidence for b in bins],
+            [b.accuracy for b in bins],
+            marker="o",
+            label=f"{label} (ECE {metrics.ece(preds):.3f})",
+        )
+    ax.set(xlabel="confidence of the picked option", ylabel="accuracy", title=title, xlim=(0, 1), ylim=(0, 1))
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def coverage_png(path: Path, curves: Mapping[str, Sequence[Prediction]], points: Mapping[str, tuple[float, float]]):
+    """Error among the answers at or above each confidence against the share they are, and the policies' points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for label, preds in curves.items():
+        ranked = sorted(preds, key=lambda p: -p.confidence)
+        xs, ys, wrong = [], [], 0
+        for i, p in enumerate(ranked, start=1):
+            wrong += not p.correct
+            if i >= 10:
+                xs.append(i / len(ranked))
+                ys.append(wrong / i)
+        ax.plot(xs, ys, label=label)
+    for label, (share, err) in points.items():
+        ax.scatter([share], [err], marker="D", zorder=3, label=label)
+    ax.axhline(0.05, ls=":", c="grey", lw=1)
+    ax.axhline(0.10, ls=":", c="grey", lw=1)
+    ax.set(xlabel="share of answers automated (most confident first)", ylabel="error among them", ylim=(0, 0.6))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
