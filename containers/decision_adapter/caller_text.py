@@ -104,6 +104,9 @@ def caller_strings(value: Any, *, scalars: bool = False) -> Iterator[str]:
             yield json.dumps(item)
 
 
+_CONTAINERS = frozenset({dict, list})
+
+
 def nesting_depth(value: Any) -> int:
     """How many objects and arrays deep a value goes (a string: 0; a request model's fields: its own level not
     counted), walked with an explicit stack."""
@@ -116,7 +119,8 @@ def nesting_depth(value: Any) -> int:
         elif isinstance(item, dict | list):
             deepest = max(deepest, depth + 1)
             values = item.values() if isinstance(item, dict) else item
-            stack.extend((v, depth + 1) for v in values if isinstance(v, dict | list))
+            if _CONTAINERS & set(map(type, values)):  # one C pass: an array of scalars is not walked in Python
+                stack.extend((v, depth + 1) for v in values if isinstance(v, dict | list))
     return deepest
 
 

@@ -42,6 +42,10 @@ SET_BY_SAGEMAKER_OR_THE_IMAGE = {"model_dir", "host", "port", "llama_cpp_build"}
 LEFT_OUT = {
     "api_key": "a secret in a template is readable by anyone who may describe the model; SageMaker signs callers",
     "chat_max_queue": "the decision endpoints run no chat context (DECISION_CHAT_CONTEXTS=0): chat has its endpoint",
+    # issue 43's limits: their defaults are SageMaker's (60 s an invocation); <section>.adapter does not carry them yet
+    "request_timeout_s": "the default is SageMaker's real-time limit; not yet a <section>.adapter key",
+    "max_body_records": "JSON Lines bodies' default suits Batch Transform's payloads; not yet a <section>.adapter key",
+    "max_body_tokens": "defaults to DECISION_MAX_REQUEST_TOKENS, which <section>.adapter sets",
 }
 OPTIONS = {
     "admission_wait_s": 2.5,
