@@ -9,6 +9,11 @@ with SM_LLAMA_CPP_CTX_SIZE=2048 so that no row's 10 KB body is minutes of real p
 answered is real work under the budget, marked `answered`); the probe of issue 36 (a string state of markers,
 20-160 KB and 1 MB, /v1/systemone) runs on a second adapter with the default context (8192).
 
+Issue 43's shapes (blank lines of spaces, nesting 60 and 900 deep, a list of numbers, many keys, a JSON Lines body of
+64-question records) run at the same four sizes on an adapter with the default settings, each with the worst wait of
+a second connection polling /ping while the request runs (`--only shapes` runs them alone, keeping the rest of
+the JSON file).
+
 Checks printed at the end: per row, time per KB at the limit over time per KB at 10 KB (at most 2: cost grows no
 faster than the body), and every request at the limit answered within 1 s unless answered (real work).
 
@@ -23,6 +28,7 @@ import argparse
 import json
 import platform
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -181,11 +187,104 @@ def probe(adapter: AdapterProcess, client: httpx.Client) -> list[dict[str, Any]]
     return rows
 
 
+def _blank_lines(n: int) -> str:
+    return ("\n" + " " * 80) * max(1, n // 82 - 1)  # 82 bytes a line in JSON ("\\n" is two)
+
+
+def _deep(n: int, depth: int) -> Any:
+    """A list `depth` deep holding about n bytes of empty strings at its bottom (issue 43: depth 900, 100k strings)."""
+    value: Any = [""] * max(1, (n - 2 * depth) // 4)
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _questions_body(n: int) -> bytes:
+    """A JSON Lines body of records of 64 yes/no questions each (issue 43: 40 such records, 157 KB, ran 45 s)."""
+    questions = {f"q{i}": {"type": "noul", "instructions": f"Is point {i} of the policy met?"} for i in range(64)}
+    lines = [
+        json.dumps({"id": i, "state": f"Ticket {i}: please refund the duplicate charge.", "questions": questions})
+        for i in range(max(1, n // 5300))
+    ]
+    return "\n".join(lines).encode()
+
+
+# issue 43's shapes: (name, route, body of about n bytes, JSON Lines)
+SHAPES: list[tuple[str, str, Callable[[int], bytes], bool]] = [
+    ("blank lines of spaces", "/v1/systemone", lambda n: json.dumps(systemone(_blank_lines(n))).encode(), False),
+    ("nesting 60 deep", "/v1/systemone", lambda n: json.dumps(systemone(_deep(n, 60))).encode(), False),
+    ("nesting 900 deep", "/v1/systemone", lambda n: json.dumps(systemone(_deep(n, 900))).encode(), False),
+    ("list of numbers", "/v1/systemone", lambda n: json.dumps(systemone([0] * max(1, n // 3))).encode(), False),
+    (
+        "many keys",
+        "/v1/systemone",
+        lambda n: json.dumps(systemone({f"k{i}": i for i in range(max(1, n // 19))})).encode(),
+        False,
+    ),
+    ("JSON Lines, 64 questions a record", "/invocations", _questions_body, True),
+]
+
+
+def _worst_ping(url: str, stop: threading.Event, waits: list[float]) -> None:
+    """A second connection polling /ping while a request runs: how long the slowest answer took."""
+    with httpx.Client() as pinger:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            pinger.get(url + "/ping", timeout=120)
+            waits.append(time.perf_counter() - t0)
+            time.sleep(0.02)
+
+
+def shapes(adapter: AdapterProcess, client: httpx.Client) -> list[dict[str, Any]]:
+    """Issue 43's shapes at four sizes up to the body limit, on the default settings: status, time, and the worst
+    /ping wait from a second connection meanwhile."""
+    rows = []
+    for name, route, build, lines in SHAPES:
+        row: dict[str, Any] = {"shape": name, "route": route, "sizes": {}}
+        for size, n in SIZES.items():
+            body = build(n)
+            stop, waits = threading.Event(), [0.0]
+            pinger = threading.Thread(target=_worst_ping, args=(adapter.url, stop, waits))
+            pinger.start()
+            try:
+                status, seconds = send(client, adapter.url, route, body, lines=lines)
+            finally:
+                stop.set()
+                pinger.join()
+            cell = {"bytes": len(body), "status": status, "seconds": round(seconds, 3), "ping_worst_s": max(waits)}
+            cell["ping_worst_s"] = round(cell["ping_worst_s"], 3)
+            row["sizes"][size] = cell
+            print(
+                f"{name:34} {size:6} {len(body):>9} B  {status}  {seconds:7.3f} s  /ping worst {max(waits):.3f} s",
+                flush=True,
+            )
+        last = row["sizes"]["limit"]
+        row["limit_ok"] = last["seconds"] <= 1.0 or last["status"] == 200
+        row["ping_ok"] = all(c["ping_worst_s"] < 0.5 for c in row["sizes"].values())
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "complexity.json")
+    parser.add_argument("--only", choices=["shapes"], help="run only issue 43's shapes (kept beside the rest)")
     args = parser.parse_args()
     out: dict[str, Any] = {"machine": f"{platform.machine()}, {platform.processor() or 'cpu'}"}
+    if args.only == "shapes":
+        kept = json.loads(args.out.read_text()) if args.out.exists() else {}
+        with tempfile.TemporaryDirectory() as tmp, httpx.Client() as client:
+            adapter = start_adapter(Path(tmp) / "shapes")
+            try:
+                kept["shapes"] = shapes(adapter, client)
+            finally:
+                adapter.stop()
+        slow = [r["shape"] for r in kept["shapes"] if not r["limit_ok"]]
+        stalled = [r["shape"] for r in kept["shapes"] if not r["ping_ok"]]
+        print(f"shapes over 1 s at the limit without being real work: {slow or 'none'}")
+        print(f"shapes during which /ping waited 0.5 s or more: {stalled or 'none'}")
+        args.out.write_text(json.dumps({**out, **kept, "machine": out["machine"]}, indent=1) + "\n")
+        return
     with tempfile.TemporaryDirectory() as tmp, httpx.Client() as client:
         env = {"DECISION_CHAT_CONTEXTS": "1", "SM_LLAMA_CPP_CTX_SIZE": "2048"}
         adapter = start_adapter(Path(tmp) / "matrix", env=env)
@@ -196,6 +295,7 @@ def main() -> None:
         adapter = start_adapter(Path(tmp) / "probe")
         try:
             out["probe"] = probe(adapter, client)
+            out["shapes"] = shapes(adapter, client)
         finally:
             adapter.stop()
     worst = max(out["matrix"], key=lambda r: r["per_kb_ratio"])
