@@ -23,8 +23,8 @@ MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MAX_QUESTIONS = 400  # questions in one request, on every route: OpenAI's own cap (DECISION_MAX_QUESTIONS lowers it)
 SINGLE_LABEL_MAX = 26  # options labelled by one letter each (A..Z); beyond, two-letter codes
 # The flags an answer's caller text can raise (x_input_flags; input_flags.py raises them, a policy reviews them).
-InputFlag = Literal["control_strings", "addressed_to_classifier"]
-INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier")
+InputFlag = Literal["control_strings", "addressed_to_classifier", "instructs_decider"]
+INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier", "instructs_decider")
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"
 # DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data (prompting/boundary.py says each)

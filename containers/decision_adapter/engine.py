@@ -31,6 +31,7 @@ from .contract import InputFlag, options_hash
 from .deadline import Deadline
 from .errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .input_flags import flags_of, state_flags
+from .instruction_flags import flags_raised
 from .outcomes import DecisionOutcome, Scored
 from .prompting.base import OUT_OF_SCOPE, PromptScheme, single_token
 from .question_types import options_of
@@ -126,7 +127,7 @@ class DecisionEngine:
         t2 = time.perf_counter()
         answers = {}
         self._deadline.check("the input flags")
-        flagged = state_flags(request.state, self.rt.has_control_string)
+        flagged = state_flags(request.state, self.rt.has_control_string) | flags_raised(request.state)
         for qid, plan in plans.items():
             self._deadline.check("the next question")
             if memo is None:

@@ -11,8 +11,8 @@ characters, across the state's fields and keys as they are rendered):
 - authority: a claimed authority or settled outcome (administrator, compliance, supervisor, verified, authorize).
 Each kind's words are listed in English, Spanish, French, German, Portuguese, Italian, Dutch, Russian, Chinese,
 Japanese and Korean. Text is read as `input_flags.normalized` reads it (NFKC, invisible characters dropped,
-look-alike letters folded, case-folded), in one pass of an Aho-Corasick automaton (string_set.py), so its cost is
-linear in the text whatever it holds; a word of a spaced script counts only as a whole word.
+look-alike letters folded, case-folded; a slice at a time, slicing.py), in one pass of an Aho-Corasick automaton
+(string_set.py), so its cost is linear in the text whatever it holds; a word of a spaced script counts only whole.
 
 A heuristic for review, not a filter (docs/security.md gives its detection and false-flag rates): an honest
 customer who writes "please route this to billing" is flagged, and an attacker who writes none of these words is not.
@@ -24,7 +24,9 @@ import unicodedata
 from typing import Any
 
 from .caller_text import caller_strings
+from .contract import InputFlag
 from .input_flags import normalized
+from .slicing import stable_pieces
 from .string_set import StringSet
 
 WINDOW = 160  # characters: two kinds of words this close make an instruction
@@ -123,7 +125,7 @@ def _whole(text: str, start: int, end: int) -> bool:
 def instructs_decider(state: Any) -> bool:
     """Whether the state's text (its strings and object keys, in document order, one line each) holds an
     instruction to the decider: a strong cue, or two kinds of cue within WINDOW characters."""
-    text = "\n".join(normalized(s) for s in caller_strings(state))
+    text = "\n".join("".join(normalized(p) for p in stable_pieces(s)) for s in caller_strings(state))
     last: dict[str, int] = {}
     for start, end in sorted(_CUES.longest_at(text).items()):
         if not _whole(text, start, end):
@@ -133,3 +135,8 @@ def instructs_decider(state: Any) -> bool:
             return True
         last[kind] = end
     return False
+
+
+def flags_raised(state: Any) -> frozenset[InputFlag]:
+    """The state's instructs_decider flag, where it raises it (the engine adds it to the state's other flags)."""
+    return frozenset({"instructs_decider"}) if instructs_decider(state) else frozenset()
