@@ -21,6 +21,7 @@ from stacks.foundation_stack import FoundationStack
 from stacks.github_config import BRANCH_ENVIRONMENT, GitHubDeploy, load_github
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, role_name
 from stacks.isolation import check_isolation
+from stacks.model_fit import fit_model
 from stacks.placeholders import ALLOW_PLACEHOLDERS, allowed, refuse_placeholders
 from stacks.serving_stack import ServingStack
 
@@ -49,6 +50,7 @@ def build_app(
     refuse_placeholders(config, allow=allowed(app.node.try_get_context(ALLOW_PLACEHOLDERS)))
     check_isolation(app.node.try_get_context("environments"))  # one environment's deployer must not reach another
     evaluation = check_evaluation(config, root or ROOT)  # the committed record evaluates the deployed artifact
+    config = fit_model(config, evaluation)  # the evaluated manifest's footprint, and instances that hold it
     # Account-agnostic unless pinned: synth needs no credentials, deploy uses the caller's account.
     env = cdk.Environment(account=config.account, region=config.region)
     github = load_github(app.node.try_get_context("github"), app.node.try_get_context("environments"))

@@ -248,7 +248,13 @@ class EnvironmentConfig(FrozenConfig):
     ) -> CpuEndpoint | GpuEndpoint | None:
         model = info.data.get("model")
         if value is not None and isinstance(model, ModelArtifactConfig):
-            require_footprint(value.hosting, model.footprint, ctx_size=value.ctx_size, contexts=value.max_concurrency)
+            require_footprint(
+                value.hosting,
+                model.footprint,
+                ctx_size=value.ctx_size,
+                contexts=value.max_concurrency,
+                state_cache_mb=value.adapter.state_cache_mb if value.adapter is not None else None,
+            )
         return value
 
     @field_validator("data_capture")

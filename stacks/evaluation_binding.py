@@ -3,7 +3,8 @@
 Where the record binds (stacks/evaluation_config.py's read_binding finds no problem), the serving stack passes
 the evaluated manifest's sha256 to the model preflight, outputs the record's sha256 and writes the answer settings
 its run served into the container environment; a `model.answer_settings` value of cdk.json that contradicts them
-stops synth whatever `enforce` says, naming both values. Where it does not, an
+stops synth whatever `enforce` says, naming both values, and so does one the record does not state (or any, where
+no record binds). Where it does not bind, an
 environment with `enforce: refuse` and a real model checksum stops synth; any other gets a warning on its
 serving stack (an environment without an `evaluation` block too: it has no enforce setting to read).
 """
@@ -43,7 +44,9 @@ def check_evaluation(config: EnvironmentConfig, root: Path) -> Binding | None:
             f"{key} is not configured: add a suite of labeled cases and the record of the deployed artifact's "
             f"evaluation on it (docs/deploy.md, `cdk.json` reference), recorded with {fix_command(config.name)}."
         )
-        return Binding(None, None, (problem,))
+        unbound = Binding(None, None, (problem,))
+        check_answer_settings(config, "the evaluation record", unbound)
+        return unbound
     binding = read_binding(root, config.name, evaluation, config.model.sha256)
     check_answer_settings(config, evaluation.record, binding)
     if binding.problems and evaluation.enforce == "refuse" and config.model.sha256 != PLACEHOLDER_SHA256:
@@ -58,13 +61,28 @@ def check_evaluation(config: EnvironmentConfig, root: Path) -> Binding | None:
 
 
 def check_answer_settings(config: EnvironmentConfig, record: str, binding: Binding) -> None:
-    """Refuse a `model.answer_settings` value that contradicts what the bound record's run served, naming both."""
+    """Refuse a `model.answer_settings` value that contradicts what the bound record's run served, naming both, and
+    one the record does not state (or that no bound record states): the container would adopt a setting the
+    artifact's answers, bands and policy were never measured under."""
     expected, recorded = config.model.answer_settings, binding.answer_settings
-    if expected is None or recorded is None:
+    if expected is None:
         return
-    contradicted = contradictions(expected, recorded)
+    key = f"environments.{config.name}.model.answer_settings"
+    held = recorded.stated() if recorded is not None else {}
+    unrecorded = {name: value for name, value in expected.stated().items() if name not in held}
+    if unrecorded:
+        why = f"{record} does not record it" if recorded is not None else f"{record} does not bind (it states nothing)"
+        raise AnswerSettingsContradicted(
+            "cdk.json states answer settings the artifact was not evaluated under:\n  "
+            + "\n  ".join(
+                f"{key}.{name} is {shown(value)}, but {why}: the answers, bands and policy were measured without it; "
+                f"remove {key}.{name}, or package the model with `--answer-setting {name}={shown(value)}`, evaluate "
+                "and record it, and commit the record"
+                for name, value in unrecorded.items()
+            )
+        )
+    contradicted = contradictions(expected, recorded) if recorded is not None else {}
     if contradicted:
-        key = f"environments.{config.name}.model.answer_settings"
         raise AnswerSettingsContradicted(
             "the artifact was evaluated under other answer settings than cdk.json states:\n  "
             + "\n  ".join(

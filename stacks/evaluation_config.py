@@ -14,19 +14,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decisionctl.evaluation_record import EvaluationConfig, parse_record
+from decisionctl.load.model_memory import ModelFootprint
+from pydantic import ValidationError
 
 from stacks.adapter_settings import ArtifactAnswerSettings, read_recorded
 
 
 @dataclass(frozen=True)
 class Binding:
-    """The record read for an environment: its sha256, the evaluated manifest's and the answer settings its run
-    served, or why it does not bind."""
+    """The record read for an environment: its sha256, the evaluated manifest's, the answer settings its run
+    served and the manifest's footprint (None in a record written before manifests held one), or why it does not
+    bind."""
 
     record_sha256: str | None
     manifest_sha256: str | None
     problems: tuple[str, ...]
     answer_settings: ArtifactAnswerSettings | None = None
+    footprint: ModelFootprint | None = None
 
 
 def fix_command(env_name: str) -> str:
@@ -83,9 +87,20 @@ def read_binding(root: Path, env_name: str, evaluation: EvaluationConfig, model_
     answer_settings, wrong = read_recorded(record.get("answer_settings"))
     if answer_settings is None:
         problems.append(f"{key}.record: {evaluation.record} holds {wrong}: record it again with {fix}.")
+    footprint = None
+    try:
+        footprint = (
+            ModelFootprint.model_validate(artifact.get("footprint"), strict=False)
+            if artifact.get("footprint")
+            else None
+        )
+    except ValidationError:
+        problems.append(
+            f"{key}.record: {evaluation.record}'s artifact.footprint is not a footprint: record it again with {fix}."
+        )
     if problems:
         return Binding(None, None, tuple(problems))
-    return Binding(hashlib.sha256(data).hexdigest(), artifact["manifest_sha256"], (), answer_settings)
+    return Binding(hashlib.sha256(data).hexdigest(), artifact["manifest_sha256"], (), answer_settings, footprint)
 
 
 def _suite_file_sha256(root: Path, key: str, evaluation: EvaluationConfig, fix: str, problems: list[str]) -> str | None:

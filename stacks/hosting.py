@@ -77,22 +77,38 @@ Hosting = Annotated[InstancesHosting | ComponentsHosting | ServerlessHosting, Fi
 DEFAULT_HOSTING = InstancesHosting(mode="instances")
 
 
-def memory_needed_mb(footprint: ModelFootprint, *, ctx_size: int, contexts: int) -> int:
+def memory_needed_mb(
+    footprint: ModelFootprint, *, ctx_size: int, contexts: int, state_cache_mb: int | None = None
+) -> int:
     """The adapter's resident memory, MB (decisionctl.load.model_memory.memory_needed_mb of the footprint)."""
     return model_memory.memory_needed_mb(
-        footprint.gguf_bytes, footprint.kv_bytes_per_token, ctx_size=ctx_size, contexts=contexts
+        footprint.gguf_bytes,
+        footprint.kv_bytes_per_token,
+        ctx_size=ctx_size,
+        contexts=contexts,
+        state_cache_mb=state_cache_mb,
     )
 
 
 def serverless_memory_mb(
-    hosting: ServerlessHosting, footprint: ModelFootprint | None, *, ctx_size: int, contexts: int
+    hosting: ServerlessHosting,
+    footprint: ModelFootprint | None,
+    *,
+    ctx_size: int,
+    contexts: int,
+    state_cache_mb: int | None = None,
 ) -> int:
     """MemorySizeInMB: the configured value, or the smallest 1 GB step the model fits; ValueError with the numbers
     and the fix where it cannot fit (or where there is no footprint to size from)."""
     if footprint is None:
         raise ValueError(MISSING_FOOTPRINT)
     return model_memory.serverless_memory_mb(
-        hosting.memory_mb, footprint.gguf_bytes, footprint.kv_bytes_per_token, ctx_size=ctx_size, contexts=contexts
+        hosting.memory_mb,
+        footprint.gguf_bytes,
+        footprint.kv_bytes_per_token,
+        ctx_size=ctx_size,
+        contexts=contexts,
+        state_cache_mb=state_cache_mb,
     )
 
 
@@ -176,11 +192,12 @@ def require_footprint(
     *,
     ctx_size: int,
     contexts: int,
+    state_cache_mb: int | None = None,
 ) -> None:
     """For the environment's validation: components and serverless hosting size memory from model.footprint, and a
     serverless model must fit (ValueError with the numbers and the fix)."""
     if isinstance(hosting, ServerlessHosting):
-        serverless_memory_mb(hosting, footprint, ctx_size=ctx_size, contexts=contexts)
+        serverless_memory_mb(hosting, footprint, ctx_size=ctx_size, contexts=contexts, state_cache_mb=state_cache_mb)
     elif isinstance(hosting, ComponentsHosting) and footprint is None:
         raise ValueError(
             "hosting.mode components reserves memory per copy from the model: set model.footprint (gguf_bytes: "
@@ -219,12 +236,15 @@ def hosted_memory_mb(
     *,
     ctx_size: int,
     contexts: int,
+    state_cache_mb: int | None = None,
 ) -> int | None:
     """The memory a serverless variant gets, or a component copy reserves (MinMemoryRequiredInMb); None on instances
     (the instance type's memory). The environment's validation has refused a missing footprint."""
     if isinstance(hosting, ServerlessHosting):
-        return serverless_memory_mb(hosting, footprint, ctx_size=ctx_size, contexts=contexts)
+        return serverless_memory_mb(
+            hosting, footprint, ctx_size=ctx_size, contexts=contexts, state_cache_mb=state_cache_mb
+        )
     if isinstance(hosting, ComponentsHosting):
         assert footprint is not None
-        return memory_needed_mb(footprint, ctx_size=ctx_size, contexts=contexts)
+        return memory_needed_mb(footprint, ctx_size=ctx_size, contexts=contexts, state_cache_mb=state_cache_mb)
     return None

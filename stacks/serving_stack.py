@@ -260,7 +260,11 @@ class ServingStack(cdk.Stack):
             else None,
             shadow=shadow,
             memory_mb=hosted_memory_mb(
-                settings.hosting, config.model.footprint, ctx_size=settings.ctx_size, contexts=settings.max_concurrency
+                settings.hosting,
+                config.model.footprint,
+                ctx_size=settings.ctx_size,
+                contexts=settings.max_concurrency,
+                state_cache_mb=settings.adapter.state_cache_mb if settings.adapter is not None else None,
             )
             if isinstance(settings, CpuEndpoint | GpuEndpoint)
             else None,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .contract import QUESTION_TYPES
+from .kv_memory import kv_bytes_per_token
 
 log = logging.getLogger("decision_adapter.gguf_metadata")
 
@@ -97,11 +98,15 @@ class ModelMetadata:
     embedding_length: int
     add_bos_token: bool
     chat_template: str | None
+    key_length: int = 0  # per head; absent from the GGUF: embedding_length / head_count (llama.cpp's default)
+    value_length: int = 0
 
     @classmethod
     def read(cls, meta: Mapping[str, str]) -> ModelMetadata:
         arch = architecture(meta)
         head_count_kv = int(meta.get(f"{arch}.attention.head_count_kv", meta.get(f"{arch}.attention.head_count", 8)))
+        head_count = int(meta.get(f"{arch}.attention.head_count", head_count_kv))
+        head_dim = int(meta.get(f"{arch}.embedding_length", 4096)) // max(1, head_count)
         return cls(
             name=meta.get("general.name"),
             context_length=int(meta.get(f"{arch}.context_length", 4096)),
@@ -111,12 +116,19 @@ class ModelMetadata:
             embedding_length=int(meta.get(f"{arch}.embedding_length", 4096)),
             add_bos_token=meta.get("tokenizer.ggml.add_bos_token", "true") != "false",
             chat_template=meta.get("tokenizer.chat_template"),
+            key_length=int(meta.get(f"{arch}.attention.key_length", head_dim)),
+            value_length=int(meta.get(f"{arch}.attention.value_length", head_dim)),
         )
 
     def kv_bytes_per_token(self) -> int:
-        """K and V in f16 for every layer: what one token of evaluated state holds."""
+        """K and V in f16 for every layer: what one token of evaluated state holds (kv_memory.kv_bytes_per_token)."""
         head_dim = self.embedding_length // max(1, self.head_count)
-        return 2 * self.block_count * self.head_count_kv * head_dim * 2
+        return kv_bytes_per_token(
+            block_count=self.block_count,
+            head_count_kv=self.head_count_kv,
+            key_length=self.key_length or head_dim,
+            value_length=self.value_length or head_dim,
+        )
 
 
 def read_decision_metadata(meta: Mapping[str, str]) -> DecisionMetadata | None:

@@ -10,15 +10,13 @@ from .calibration import calibration_in_force
 from .engine import DecisionEngine
 from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
+from .kv_memory import state_cache_bytes
 from .manifest import find_gguf, verify_model
 from .prompting import debias_mode_served, debias_tolerance_served, make_scheme, state_boundary_served
 from .runtime import LlamaRuntime
 from .service import ModelService
 from .settings import AdapterSettings, RuntimeSettings, adopt_answer_settings
 from .state_cache import StateCache
-
-DEFAULT_CACHE_CONTEXTS = 2  # default state-cache budget: this many full contexts' worth of KV...
-DEFAULT_CACHE_CAP = 1 << 30  # ...but at most 1 GiB
 
 
 def load_service(settings: AdapterSettings, runtime_settings: RuntimeSettings) -> ModelService:
@@ -97,7 +95,9 @@ def load_service(settings: AdapterSettings, runtime_settings: RuntimeSettings) -
         scheme=scheme.name,
         policy=policy.version if policy is not None else None,
         state_boundary=served_boundary,
-        served=served_answer_settings(settings, generic=served_boundary is not None),
+        served=served_answer_settings(
+            settings, generic=served_boundary is not None, policy_floor=policy.min_label_mass if policy else None
+        ),
     )
     return ModelService(
         settings=settings,
@@ -109,10 +109,14 @@ def load_service(settings: AdapterSettings, runtime_settings: RuntimeSettings) -
     )
 
 
-def served_answer_settings(settings: AdapterSettings, *, generic: bool) -> dict[str, Any]:
+def served_answer_settings(
+    settings: AdapterSettings, *, generic: bool, policy_floor: float | None = None
+) -> dict[str, Any]:
     """The answer settings x_run reports beside the debias mode and the state boundary: the out-of-scope option and
-    the minimum label mass always, the option counts debiased and rotated where the generic prompt reads them."""
-    served: dict[str, Any] = {"out_of_scope": settings.out_of_scope, "min_label_mass": settings.min_label_mass}
+    the minimum label mass that acts (DECISION_MIN_LABEL_MASS, else the policy's floor; None: no floor) always, the
+    option counts debiased and rotated where the generic prompt reads them."""
+    floor = settings.min_label_mass if settings.min_label_mass is not None else policy_floor
+    served: dict[str, Any] = {"out_of_scope": settings.out_of_scope, "min_label_mass": floor}
     if generic:
         served |= {
             "rotation_max_options": settings.rotation_max_options,
@@ -122,7 +126,5 @@ def served_answer_settings(settings: AdapterSettings, *, generic: bool) -> dict[
 
 
 def cache_budget(settings: AdapterSettings, gguf: ModelMetadata, *, n_ctx: int) -> int:
-    """DECISION_STATE_CACHE_MB, else a few full contexts' worth of KV state, capped."""
-    if settings.state_cache_mb is not None:
-        return settings.state_cache_mb * 1024 * 1024
-    return min(DEFAULT_CACHE_CAP, DEFAULT_CACHE_CONTEXTS * gguf.kv_bytes_per_token() * n_ctx)
+    """DECISION_STATE_CACHE_MB, else a few full contexts' worth of KV state, capped (kv_memory.state_cache_bytes)."""
+    return state_cache_bytes(settings.state_cache_mb, gguf.kv_bytes_per_token(), n_ctx=n_ctx)

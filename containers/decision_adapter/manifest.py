@@ -86,6 +86,9 @@ class Manifest(BaseModel):
     model_file: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size_bytes: int = Field(ge=0)
+    kv_bytes_per_token: int | None = Field(
+        None, ge=1, description="KV bytes one context token takes (package-model, from the GGUF; memory sizing)."
+    )
     source: str = ""
     license: str = ""
     calibration: Calibration | None = None

@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -147,11 +148,16 @@ def copy_repository(root: Path) -> None:
     (root / SUITE).write_text("".join(lines[i] + "\n" for i in SUITE_IDS), encoding="utf-8")
 
 
-def point_cdk_json_at(root: Path, sha256: str) -> None:
-    """Step 12, as a person edits it: each environment's model.sha256 and a new model.s3_key."""
+def point_cdk_json_at(root: Path, sha256: str, manifest: Path | None = None) -> None:
+    """Step 12, as a person edits it: each environment's model.sha256, a new model.s3_key, and with `manifest` the
+    footprint package-model printed (the one in cdk.json is the previous model's)."""
     cdk_json = json.loads((root / "cdk.json").read_text(encoding="utf-8"))
     for env in RECORDS:
         cdk_json["context"]["environments"][env]["model"].update(sha256=sha256, s3_key=S3_KEY)
+        if manifest is not None:
+            m = read_manifest(manifest)
+            footprint = {"gguf_bytes": m.size_bytes, "kv_bytes_per_token": m.kv_bytes_per_token}
+            cdk_json["context"]["environments"][env]["model"]["footprint"] = footprint
     (root / "cdk.json").write_text(json.dumps(cdk_json, indent=2) + "\n", encoding="utf-8")
 
 
@@ -198,7 +204,7 @@ def walked(tmp_path_factory: pytest.TempPathFactory) -> Walked:
         for env in RECORDS:  # 10, 11.
             assert decisionctl(*record, "--env", env, "--url", adapter.url) == 0
 
-    point_cdk_json_at(root, GEMMA_SHA256)  # 12.
+    point_cdk_json_at(root, GEMMA_SHA256, manifest)  # 12.
     templates, warnings = {}, {}
     for env in RECORDS:  # 13, 14.
         templates[env], warnings[env] = synthesize(root, env, tmp / f"cdk.out-{env}")
@@ -274,3 +280,24 @@ def test_the_archive_to_upload_holds_the_evaluated_manifest(walked: Walked) -> N
         assert member.read() == walked.manifest_bytes
     beside = json.loads((walked.artifact / "evaluation.json").read_text(encoding="utf-8"))
     assert beside["artifact"]["manifest_sha256"] == sha256(walked.manifest_bytes)
+
+
+def test_the_previous_models_footprint_left_in_cdk_json_is_refused(walked: Walked, tmp_path: Path) -> None:
+    """Step 12 without the footprint (the stale-footprint hole of issue 46): synth names both footprints."""
+    from stacks.model_fit import FootprintContradicted
+
+    root = tmp_path / "repo"
+    shutil.copytree(walked.root, root)
+    cdk_json = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))  # SmolLM2's footprint, as committed
+    stale = cdk_json["context"]["environments"]["dev"]["model"]["footprint"]
+    point_cdk_json_at(root, GEMMA_SHA256)
+    edited = json.loads((root / "cdk.json").read_text(encoding="utf-8"))
+    edited["context"]["environments"]["dev"]["model"]["footprint"] = stale
+    (root / "cdk.json").write_text(json.dumps(edited, indent=2) + "\n", encoding="utf-8")
+    with pytest.raises(FootprintContradicted) as caught:
+        synthesize(root, "dev", tmp_path / "cdk.out")
+    manifest = read_manifest(walked.artifact / "manifest.json")
+    assert f"gguf_bytes {stale['gguf_bytes']}, kv_bytes_per_token {stale['kv_bytes_per_token']}" in str(caught.value)
+    assert f"has gguf_bytes {manifest.size_bytes}, kv_bytes_per_token {manifest.kv_bytes_per_token}" in str(
+        caught.value
+    )

@@ -11,7 +11,7 @@ from functools import cache
 
 from tests.import_graph_support import GRAPH, MODULES
 
-JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review"}
+JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review", "operations"}
 # what several jobs and commands use; evaluation_record, dlc_registry and config_section are read by synth too
 SHARED = {
     "cli",

@@ -199,6 +199,12 @@ def _fit(
     say: Callable[[str], None],
 ) -> bool:
     identity = scored.identity or {}
+    if fit.manifest is not None:  # refused before the fit: its numbers would be measured under another calibration
+        try:
+            manifests.served_under(fit.manifest, identity)
+        except manifests.ManifestRefused as exc:
+            say(str(exc))
+            return False
     provenance = {
         "cases_file": cases.path.name,
         "cases_sha256": results["cases_sha256"],
@@ -219,7 +225,7 @@ def _fit(
         return True
     try:
         said = manifests.write_temperatures(
-            fit.manifest, calibration, served_sha256=identity.get("model_sha256"), improved=fitted["improved"]
+            fit.manifest, calibration, served=scored.identity, improved=fitted["improved"]
         )
     except manifests.ManifestRefused as exc:
         say(str(exc))

@@ -13,20 +13,19 @@ from decision_adapter.manifest import Calibration, Manifest, SlotPrior, read_man
 from decision_adapter.policy import POLICY_SCHEMA, Policy
 
 from decisionctl.certification import policies
+from decisionctl.certification.served_calibration import calibration_mismatch
 
 
 class ManifestRefused(ValueError):
     """The manifest was not changed; the message says why."""
 
 
-def write_temperatures(path: Path, calibration: Calibration, *, served_sha256: str | None, improved: bool) -> str:
-    """Fitted temperatures into the manifest at `path` if they lowered the held-out ECE; what happened, as text."""
-    manifest = read_manifest(path)
-    if served_sha256 and served_sha256 != manifest.sha256:
-        raise ManifestRefused(
-            f"{path} is for model sha256 {manifest.sha256}, but the endpoint served {served_sha256}: "
-            "the manifest was not changed"
-        )
+def write_temperatures(
+    path: Path, calibration: Calibration, *, served: Mapping[str, Any] | None, improved: bool
+) -> str:
+    """Fitted temperatures into the manifest at `path` if they lowered the held-out ECE; what happened, as text.
+    `served`: the run identity the predictions were made under (served_under)."""
+    manifest = served_under(path, served)
     if not improved:
         return f"{path} was not changed, because the fitted temperatures did not lower the held-out ECE"
     if manifest.calibration is not None and manifest.calibration.slot_prior is not None:
@@ -37,6 +36,25 @@ def write_temperatures(path: Path, calibration: Calibration, *, served_sha256: s
         f"wrote the temperatures into {path}; restart the adapter (or re-run package-model and "
         "redeploy) and run evaluate again into a new --out directory to confirm"
     )
+
+
+def served_under(path: Path, served: Mapping[str, Any] | None) -> Manifest:
+    """The manifest at `path`, if the predictions' run identity `served` is its model and its slot prior
+    (temperatures are fitted on answers the prior was divided out of); ManifestRefused otherwise."""
+    manifest = read_manifest(path)
+    served_sha256 = (served or {}).get("model_sha256")
+    if served_sha256 != manifest.sha256:
+        raise ManifestRefused(
+            f"{path} is for model sha256 {manifest.sha256}, but the endpoint served {served_sha256 or 'not reported'}: "
+            "the manifest was not changed"
+        )
+    mismatch = calibration_mismatch(served, manifest, temperatures_too=False)
+    if mismatch:
+        raise ManifestRefused(
+            f"{mismatch}: restart the adapter on {path} and evaluate again into a new --out directory; the manifest "
+            "was not changed"
+        )
+    return manifest
 
 
 def write_slot_prior(path: Path, manifest: Manifest, prior: SlotPrior) -> None:

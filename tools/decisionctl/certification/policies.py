@@ -29,6 +29,7 @@ from decision_adapter.policy import (
     verdict,
 )
 
+from decisionctl.certification.served_calibration import calibration_mismatch
 from decisionctl.evaluation import metrics
 from decisionctl.evaluation.cases import Prediction
 
@@ -47,20 +48,10 @@ def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> 
             f"the cases were scored on model sha256 {served or 'not reported'}, but the manifest is for "
             f"{manifest.sha256}: serve this manifest's model and evaluate again"
         )
-    # the temperatures in force must be the manifest's: then the served numbers are the ones measured
-    calibration = run.get("calibration") or {}
-    source, temperatures = calibration.get("source"), calibration.get("temperature") or {}
-    if manifest.calibration is None:
-        matches = source != "manifest"
-    else:
-        wanted = {t: manifest.calibration.for_type(t) for t in temperatures}
-        matches = source == "manifest" and {t: float(v) for t, v in temperatures.items()} == wanted
-    if not matches:
-        raise PolicyRefused(
-            f"the cases were scored under calibration {dict(calibration)}, which is not the manifest's "
-            f"({manifest.calibration.temperature if manifest.calibration else 'none'}): restart the adapter on this "
-            "manifest and evaluate again"
-        )
+    # the temperatures and the slot prior in force must be the manifest's: then the served numbers are those measured
+    mismatch = calibration_mismatch(run, manifest)
+    if mismatch:
+        raise PolicyRefused(f"{mismatch}: restart the adapter on this manifest and evaluate again")
     # an adapter adopts the manifest's answer settings at start: another value means it serves another artifact
     # (its block only: a policy written now replaces the one there, and the modes that policy was measured under)
     contradicted = contradictions(run_answer_settings(run), manifest.answer_settings or AnswerSettings())

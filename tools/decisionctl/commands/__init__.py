@@ -1,6 +1,6 @@
 """decisionctl's sub-commands: one module each (NAME, HELP, add_arguments, run), grouped in STAGES in the order of
-the work (package and call a model, measure and certify it, size it, review a release, then bulk and live
-traffic); ALL is that order, the order of the top-level help."""
+the work (package and call a model, measure and certify it, size it, review a release, watch it, then bulk and
+live traffic); ALL is that order, the order of the top-level help."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ from decisionctl.commands import (
     decision_diff,
     evaluate,
     fit_prior,
+    logs,
     outcomes,
     package_model,
     pin_images,
     record_evaluation,
+    rollback,
     served_record,
+    status,
 )
 
 STAGES: tuple[tuple[str, tuple[ModuleType, ...]], ...] = (
@@ -29,6 +32,7 @@ STAGES: tuple[tuple[str, tuple[ModuleType, ...]], ...] = (
     ("size the instances and choose a hosting mode (docs/deploy.md)", (bench, cost)),
     ("review a release (docs/deploy.md, the review loop)", (pin_images, record_evaluation, decision_diff)),
     ("check what is deployed", (check_deployed, served_record)),
+    ("day two: watch, read the logs, go back (docs/byom.md, the second day)", (status, logs, rollback)),
     ("bulk decisions (docs/bulk.md)", (batch,)),
     ("live traffic (docs/loop.md)", (outcomes,)),
 )

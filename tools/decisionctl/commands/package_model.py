@@ -16,9 +16,8 @@ HELP = "verify a GGUF and build model.tar.gz + manifest.json"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
-        "Verify a GGUF's sha256 (before anything else), place it in DIR with its "
-        "manifest.json, build DIR/model.tar.gz (both at the archive root) and "
-        "optionally upload both to S3. Idempotent."
+        "Verify a GGUF's sha256 (before anything else), place it in DIR with its manifest.json (its footprint: size, "
+        "KV bytes per token), build DIR/model.tar.gz (both at the archive root), optionally upload. Idempotent."
     )
     p.add_argument("gguf", help="the GGUF file")
     p.add_argument("--expected-sha256", required=True, metavar="HEX", help="the checksum the file must have")
@@ -74,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         f"{packaged.manifest.model_file} sha256 {packaged.manifest.sha256} -> {packaged.tarball} "
         f"(sha256 {packaged.tarball_sha256})"
     )
+    print(packaged.footprint.describe() if packaged.footprint else "footprint: not read (see the note above)")
     for url in packaged.uploaded:
         print(url)
     return 0

@@ -58,6 +58,12 @@ def price_profile(o: CostOptions) -> str:
         lines.append(
             f"\n{section}: {best['mode']} is cheapest ({prices.currency} {best['monthly']:,.2f} a month, "
             f"{best['saving']:,.2f} less than instances); its cost in waiting: {best['wait']}"
+            + (
+                f"; it gives up what cdk.json asks of {section} (synth refuses these there): "
+                + ", ".join(best["gives_up"])
+                if best["gives_up"]
+                else ""
+            )
         )
     unchecked = "" if prices.checked else " (EXAMPLES, not checked against AWS)"
     lines.append(

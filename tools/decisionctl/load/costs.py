@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -89,6 +89,11 @@ class Section:
     serverless_memory_mb: int | None  # None: not offered (`not_serverless` says why)
     threads: int = 1  # SM_LLAMA_CPP_THREADS on the instance: the cores a decision's time was measured with
     not_serverless: str = ""
+    # mode -> what of the section's cdk.json it cannot host (a note on the section, not part of what is priced)
+    gives_up: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
+
+    def given_up(self, mode: str) -> tuple[str, ...]:
+        return dict(self.gives_up).get(mode, ())
 
 
 @dataclass(frozen=True)
@@ -283,6 +288,7 @@ def sections_of(environment: Mapping[str, Any]) -> list[Section]:
                     sizes.kv_bytes_per_token,
                     ctx_size=int(raw["ctx_size"]),
                     contexts=int(raw["max_concurrency"]),
+                    state_cache_mb=(raw.get("adapter") or {}).get("state_cache_mb"),
                 )
             except ValidationError:
                 why = "cdk.json's model.footprint is not valid (gguf_bytes, kv_bytes_per_token: whole numbers over 0)"
@@ -298,9 +304,38 @@ def sections_of(environment: Mapping[str, Any]) -> list[Section]:
                 memory,
                 int(raw.get("threads", 1)),
                 why,
+                given_up(environment, raw, gpu=gpu),
             )
         )
     return found
+
+
+def given_up(
+    environment: Mapping[str, Any], raw: Mapping[str, Any], *, gpu: bool
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """What each mode cannot host of what the section's cdk.json asks for (synth refuses it there: stacks/hosting.py's
+    refusals), so that a cheaper mode is priced with what it gives up."""
+    deployment = raw.get("deployment") or {}
+    strategy, rollback = deployment.get("strategy", "all_at_once"), deployment.get("rollback_on_alarms", False)
+    pool = "the instance pool (fallback_instance_types)" if raw.get("fallback_instance_types") else None
+    shadow = "the shadow variant" if raw.get("shadow") else None
+    capture = "data capture" if (environment.get("data_capture") or {}).get("enabled") else None
+    components = [pool, shadow, capture]
+    if strategy in ("canary", "linear"):
+        components.append(f"the {strategy} deployment with its bake (copies update in rolling batches)")
+    elif strategy == "all_at_once" and rollback:
+        components.append("rollback alarms on an all_at_once update")
+    serverless = [pool, shadow, capture, "network isolation"]
+    if gpu:
+        serverless.append("the GPU (serverless is CPU only)")
+    if strategy != "all_at_once":
+        serverless.append(f"the {strategy} deployment")
+    instances = ["scaling to zero"] if int((raw.get("autoscaling") or {}).get("min_instances", 1)) == 0 else []
+    return (
+        ("instances", tuple(instances)),
+        ("components", tuple(x for x in components if x)),
+        ("serverless", tuple(x for x in serverless if x)),
+    )
 
 
 def curves(
@@ -343,6 +378,7 @@ def report(
             "monthly": best.monthly,
             "saving": always.monthly - best.monthly,
             "wait": WAITS[best.mode].format(wake=a.wake_minutes),
+            "gives_up": list(section.given_up(best.mode)),
         }
     return rows, {
         "profile": {"name": profile.name, "description": profile.description, "per_hour": list(profile.per_hour)},

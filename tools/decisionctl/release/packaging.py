@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from decisionctl.evaluation_record import RECORD_NAME, parse_record
+from decisionctl.release.footprint import Footprint, footprint_or_note
 
 TARBALL = "model.tar.gz"
 GGUF_MAGIC = b"GGUF"
@@ -84,6 +85,7 @@ class Packaged:
     manifest: Manifest
     tarball: Path
     tarball_sha256: str
+    footprint: Footprint | None = None  # None: the GGUF's header gave no shape (the manifest names no KV size)
     actions: list[str] = field(default_factory=list)
     uploaded: list[str] = field(default_factory=list)
 
@@ -238,6 +240,7 @@ def package_model(
     with gguf.open("rb") as f:
         if f.read(4) != GGUF_MAGIC:
             raise PackagingError(f"{gguf} has the expected checksum but is not a GGUF file (no GGUF magic)")
+    footprint, unread = footprint_or_note(gguf)
 
     manifest_path = out / MANIFEST_NAME
     previous = _readable_manifest(manifest_path)
@@ -255,6 +258,7 @@ def package_model(
         model_file=gguf.name,
         sha256=actual,
         size_bytes=dest.stat().st_size,
+        kv_bytes_per_token=footprint.kv_bytes_per_token if footprint is not None else None,
         source=source,
         license=license,
         calibration=kept,
@@ -267,6 +271,7 @@ def package_model(
         write_manifest(manifest, manifest_path)
         kept_parts = [name for name, block in (("calibration", kept), ("policy", kept_policy)) if block]
         actions.append(f"{MANIFEST_NAME} written" + (f" ({' and '.join(kept_parts)} kept)" if kept_parts else ""))
+    actions += [unread] if unread else []
     if recorded is not None:
         listed = ", ".join(f"{name} {shown(value)}" for name, value in recorded.recorded().items())
         actions.append(f"answer settings recorded: {listed} (the adapter adopts them at start)")
@@ -283,7 +288,7 @@ def package_model(
         tar_sha = _build_tarball(tar_path, manifest_path, dest)
         sidecar.write_text(f"{tar_sha}  {TARBALL}\n", encoding="utf-8")
         actions.append(f"{TARBALL} written")
-    packaged = Packaged(out, dest, manifest, tar_path, tar_sha, actions)
+    packaged = Packaged(out, dest, manifest, tar_path, tar_sha, footprint, actions)
     if destination is not None:
         upload_artifacts(packaged, *destination, s3_client=s3_client)
     return packaged

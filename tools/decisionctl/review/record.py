@@ -197,6 +197,10 @@ def build(
             "manifest_sha256": sha256_bytes(manifest_bytes),
             "calibration_sha256": manifest.calibration_sha256(),
             "policy_version": manifest.policy.version if manifest.policy else None,
+            # what synth sizes memory from: the manifest's, which the record's manifest_sha256 covers
+            "footprint": {"gguf_bytes": manifest.size_bytes, "kv_bytes_per_token": manifest.kv_bytes_per_token}
+            if manifest.kv_bytes_per_token is not None
+            else None,
         },
         "suite": {"path": suite_path, "sha256": sha256_bytes(suite_bytes), "cases": cases},
         "run": {k: run.get(k) for k in RUN_FIELDS},

@@ -1,0 +1,48 @@
+"""Whether scored predictions were made under a manifest's calibration: its temperatures and its slot prior, as the
+run identity (x_run.calibration) reports them. What evaluate writes into a manifest is measured under it or refused."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from decision_adapter.manifest import Manifest
+
+PRIOR_DIGITS = 6  # x_run reports the prior rounded so (decision_adapter.calibration)
+
+
+def calibration_mismatch(
+    identity: Mapping[str, Any] | None, manifest: Manifest, *, temperatures_too: bool = True
+) -> str | None:
+    """What differs between the calibration the run served and the manifest's, in words; None where they agree.
+    Without `temperatures_too` only the slot prior is compared (a temperature fit works from the temperatures the
+    answers report, whichever they were; the prior it cannot undo)."""
+    calibration = (identity or {}).get("calibration") or {}
+    source, temperatures = calibration.get("source"), calibration.get("temperature") or {}
+    if manifest.calibration is None:
+        if source == "manifest" and temperatures_too:
+            return f"the cases were scored under calibration {dict(calibration)}, which is not the manifest's (none)"
+        return None
+    served_prior = _prior(calibration.get("slot_prior"))
+    prior = manifest.calibration.slot_prior
+    held = _prior(prior.slots if prior is not None else None)
+    if served_prior != held:  # named first: a prior fitted and not yet served is the usual cause (byom.md step 5)
+        return (
+            f"the cases were scored under the slot prior {served_prior or 'none'}, but the manifest holds "
+            f"{held or 'none'} (the adapter was not restarted on it, or the predictions in --out are older)"
+        )
+    if not temperatures_too:
+        return None
+    wanted = {t: manifest.calibration.for_type(t) for t in temperatures}
+    if source != "manifest" or {t: float(v) for t, v in temperatures.items()} != wanted:
+        return (
+            f"the cases were scored under calibration {dict(calibration)}, which is not the manifest's "
+            f"({manifest.calibration.temperature or 'no temperatures'})"
+        )
+    return None
+
+
+def _prior(slots: Mapping[str, Any] | None) -> dict[str, list[float]]:
+    """The prior per option count as x_run rounds it; a uniform one divides nothing out, so it counts as none."""
+    rounded = {str(n): [round(float(p), PRIOR_DIGITS) for p in v] for n, v in (slots or {}).items()}
+    return {n: v for n, v in rounded.items() if max(v) - min(v) > 10**-PRIOR_DIGITS}
