@@ -233,20 +233,24 @@ def test_a_variant_whose_answers_moved_fails_naming_exactly_the_cases_past_the_t
         if max(moved[cid], key=lambda o: moved[cid][o]) != entry["picked"]
         and deployed.recorded_margin(entry) > DEPLOYED_TOLERANCE["probability"]
     }
-    assert {f["id"] for f in gpu["flips"]} == flipped and len(flipped) > DEPLOYED_TOLERANCE["flips"]
-    assert not gpu["passed"] and len(gpu["failures"]) == 3
-    settings, over, flips = gpu["failures"]
+    every_flip = {
+        cid for cid, entry in record["answers"].items() if max(moved[cid], key=moved[cid].get) != entry["picked"]
+    }
+    assert {f["id"] for f in gpu["flips"]} == flipped and set(gpu["flips_within_tolerance"]) == every_flip - flipped
+    counted = len(flipped) > DEPLOYED_TOLERANCE["flips"]
+    assert not gpu["passed"] and len(gpu["failures"]) == 2 + counted
+    settings, over, *flips = gpu["failures"]
     # the stand-in reads another order-debiasing mode than the record's run: that alone fails it (issue 37)
     assert settings == "serves other answer settings: order_debias off, the record's reverse"
     assert over.startswith(f"{len(past)} cases moved more than 0.05 in one option's probability: ")
     assert all(cid in over for cid in past) and not any(cid in over for cid in set(SUITE_IDS) - past)
-    assert flips.startswith(f"{len(flipped)} answers flipped, more than 1: ")
+    assert not counted or flips[0].startswith(f"{len(flipped)} answers flipped, more than 1: ")
     # Same artifact: hardware and build fields may differ, and are noted; here only the order-debiasing does.
     assert not any("serves another artifact" in f for f in gpu["failures"])
     assert set(gpu["run_changes"]) >= {"order_debias_mode"} and "model_sha256" not in gpu["run_changes"]
     assert "| `decision-dev-cpu` | Gpu | **fail** | 10 |" in markdown
-    first = next(f for f in gpu["flips"])
-    assert f"`{first['id']}` flipped: record {first['base']['picked']}" in markdown
+    for first in gpu["flips"][:1]:
+        assert f"`{first['id']}` flipped: record {first['base']['picked']}" in markdown
 
 
 @pytest.mark.model
