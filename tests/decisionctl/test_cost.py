@@ -42,7 +42,14 @@ def test_dev_is_read_from_cdk_json_as_synth_sizes_it() -> None:
     assert memory == 1024
     prod = costs.sections_of(cdk_context()["environments"]["prod"])
     assert [s.name for s in prod] == ["cpu", "gpu"] and prod[1].serverless_memory_mb is None
-    assert "CPU only" in prod[1].not_serverless and "model.footprint is not set" in prod[0].not_serverless
+    assert "CPU only" in prod[1].not_serverless and prod[0].not_serverless == ""  # prod's footprint is the decider's
+    prod_cpu = cdk_context()["environments"]["prod"]
+    assert prod[0].serverless_memory_mb == serverless_memory_mb(
+        ServerlessHosting(mode="serverless", max_concurrency=1, network_isolation=False),
+        ModelFootprint.model_validate(prod_cpu["model"]["footprint"]),
+        ctx_size=prod_cpu["cpu"]["ctx_size"],
+        contexts=prod_cpu["cpu"]["max_concurrency"],
+    )
 
 
 def test_instances_cost_the_floor_around_the_clock_and_more_where_the_load_needs_it() -> None:

@@ -176,7 +176,9 @@ def test_placeholders_are_reported_only_where_used(environments: dict[str, Any])
     environments["dev"]["dlc"]["cpu_digest"] = "sha256:" + "ab" * 32
     assert load(environments, "dev").placeholders() == []
     prod = load(environments, "prod").placeholders()
-    assert "environments.prod.model.sha256" in prod and "environments.prod.dlc.cuda_digest" in prod
+    assert "environments.prod.model.sha256" not in prod and "environments.prod.dlc.cuda_digest" in prod  # the decider
+    environments["prod"]["model"]["sha256"] = "0" * 64  # an all-zero sha256 is still a placeholder
+    assert "environments.prod.model.sha256" in load(environments, "prod").placeholders()
 
 
 def test_a_wrong_config_fails_the_app_before_synth() -> None:

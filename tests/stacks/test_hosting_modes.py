@@ -244,7 +244,8 @@ def test_prod_serverless_memory_follows_the_model_and_the_gpu_stays_on_instances
     memory = serverless_memory_mb(
         cpu.hosting, synth.config.model.footprint, ctx_size=cpu.ctx_size, contexts=cpu.max_concurrency
     )
-    assert memory == 5120  # 2,382 MB of GGUF, 8,192-token contexts at 144 KB a token and the runtime: 5,070 MB
+    assert synth.config.model.footprint.gguf_bytes == 1_117_320_768  # prod's model is the decider, its own footprint
+    assert memory == 3072  # 1,066 MiB of GGUF, 8,192-token contexts at 28 KiB a token and the runtime
     assert _config_of(synth, "Cpu")["ProductionVariants"][0]["ServerlessConfig"]["MemorySizeInMB"] == memory
     assert "InstancePools" in _config_of(synth, "Gpu")["ProductionVariants"][0]
     (cpu_endpoint,) = [p for k, p in _of(synth, "AWS::SageMaker::Endpoint").items() if k.startswith("Cpu")]

@@ -7,7 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from decisionctl.operations.deployed_names import DECISION_SECTIONS, ClientFor
-from decisionctl.operations.log_search import KINDS, LogQuery, read_logs
+from decisionctl.operations.log_search import LOG_KINDS, LogQuery, read_logs
 
 NAME = "logs"
 HELP = "the adapter's decision and rejection lines (counts and names, never text), filtered, from CloudWatch Logs"
@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", required=True, help="the environment in cdk.json")
     p.add_argument("--section", choices=DECISION_SECTIONS, help="one endpoint (default: each)")
     p.add_argument(
-        "--kind", action="append", choices=sorted(KINDS), help="decision, rejection (429/413/504/500) or start lines; "
+        "--kind", action="append", choices=sorted(LOG_KINDS), help="decision, rejection (429/413/504/500) or start lines; "
         "repeatable (default: decision and rejection)"
     )  # fmt: skip
     p.add_argument("--since", type=int, default=60, metavar="MINUTES", help="how far back (default 60)")

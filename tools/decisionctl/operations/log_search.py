@@ -21,13 +21,13 @@ REJECTIONS = (
     events.RUNTIME_FAILURE,
 )
 START_UP = (events.READY, events.MODEL_CHECKSUM_MISMATCH, events.MODEL_NOT_LOADED, events.POLICY_REFUSED)
-KINDS = {"decision": (events.DECISION,), "rejection": REJECTIONS, "start": START_UP}
+LOG_KINDS = {"decision": (events.DECISION,), "rejection": REJECTIONS, "start": START_UP}
 PAGE = 1000  # FilterLogEvents' largest page
 
 
 @dataclass(frozen=True)
 class LogQuery:
-    kinds: tuple[str, ...]  # keys of KINDS
+    kinds: tuple[str, ...]  # keys of LOG_KINDS
     since: timedelta
     request_id: str | None
     action: str | None  # automate, review or abstain: decision lines with at least one answer so
@@ -36,7 +36,7 @@ class LogQuery:
 
 def filter_pattern(query: LogQuery) -> str:
     """A CloudWatch Logs JSON filter pattern selecting the query's lines."""
-    names = [name for kind in query.kinds for name in KINDS[kind]]
+    names = [name for kind in query.kinds for name in LOG_KINDS[kind]]
     terms = ["(" + " || ".join(f'$.event = "{name}"' for name in names) + ")"]
     if query.request_id is not None:
         terms.append(f'$.request_id = "{query.request_id}"')
