@@ -60,7 +60,7 @@ def test_cli_stops_on_placeholders_with_the_fix_and_no_traceback(tmp_path: Path)
     result = _synth(tmp_path, "env=prod")
     assert result.returncode != 0
     assert "decisionctl pin-images --env prod" in result.stderr, result.stderr[-2000:]
-    assert "environments.prod.dlc.cuda_digest" in result.stderr  # prod's model is pinned (the decider); its DLCs are not
+    assert "environments.prod.dlc.cuda_digest" in result.stderr  # prod's model is pinned (the decider), its DLCs not
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     assert not list((tmp_path / "cdk.out").glob("*.template.json"))
 

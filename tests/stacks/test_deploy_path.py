@@ -121,7 +121,7 @@ def test_the_start_function_has_time_for_its_quota_retries(prod: Synthesized) ->
 def test_placeholders_stop_synth_naming_each_key_and_its_fix(tmp_path: Path) -> None:
     context = cdk_context()
     del context["allow_placeholders"]
-    context["environments"]["prod"]["model"]["sha256"] = "0" * 64  # prod ships the decider: zero it to see the model line
+    context["environments"]["prod"]["model"]["sha256"] = "0" * 64  # prod ships the decider: zeroed, its line shows
     with pytest.raises(PlaceholderError) as caught:
         build_app("prod", context=context, outdir=str(tmp_path))
     message = str(caught.value)

@@ -22,9 +22,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", required=True, help="the environment in cdk.json")
     p.add_argument("--section", choices=DECISION_SECTIONS, help="one endpoint (default: each)")
     p.add_argument(
-        "--kind", action="append", choices=sorted(LOG_KINDS), help="decision, rejection (429/413/504/500) or start lines; "
-        "repeatable (default: decision and rejection)"
-    )  # fmt: skip
+        "--kind",
+        action="append",
+        choices=sorted(LOG_KINDS),
+        help="decision, rejection (429/413/504/500) or start lines; repeatable (default: decision and rejection)",
+    )
     p.add_argument("--since", type=int, default=60, metavar="MINUTES", help="how far back (default 60)")
     p.add_argument("--request-id", help="the lines of one request (its x_run.request_id)")
     p.add_argument("--action", choices=("automate", "review", "abstain"), help="decisions with an answer so")
