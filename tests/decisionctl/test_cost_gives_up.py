@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from decisionctl.load import costs
+from decisionctl.load.cost_job import CostOptions, price_profile
 from decisionctl.load.prices import load_prices
 
 from stacks.hosting import ComponentsHosting, refusals
@@ -42,3 +43,15 @@ def test_the_report_says_it_beside_the_cheapest_mode() -> None:
     assert report["recommended"]["cpu"]["gives_up"] == [
         "the canary deployment with its bake (copies update in rolling batches)"
     ]
+
+
+def test_every_priced_mode_says_what_it_gives_up(tmp_path) -> None:
+    sections = costs.sections_of(prod())
+    _, report = costs.report(costs.PROFILES["nightly-triage"], sections, load_prices(), costs.Assumptions())
+    assert report["gives_up"]["cpu"]["serverless"] == ["network isolation", "the canary deployment"]
+    assert report["gives_up"]["cpu"]["instances"] == []
+    assert "serverless" not in report["gives_up"]["gpu"]  # not priced: serverless inference is CPU only
+    printed = price_profile(
+        CostOptions(env="prod", cdk_json=str(ROOT / "cdk.json"), profile="nightly-triage", out=str(tmp_path))
+    )
+    assert "cpu, what the other modes give up: serverless: network isolation, the canary deployment" in printed

@@ -65,6 +65,13 @@ def price_profile(o: CostOptions) -> str:
                 else ""
             )
         )
+        others = [
+            f"{mode}: {', '.join(lost)}"
+            for mode, lost in report["gives_up"][section].items()
+            if lost and mode != best["mode"]
+        ]
+        if others:
+            lines.append(f"{section}, what the other modes give up: " + "; ".join(others))
     unchecked = "" if prices.checked else " (EXAMPLES, not checked against AWS)"
     lines.append(
         f"\nprices: {prices.source}, {prices.region}, {prices.date or 'undated'}{unchecked}; a month is 730 hours"

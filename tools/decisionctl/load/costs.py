@@ -366,7 +366,8 @@ def report(
     profile: Profile, sections: Sequence[Section], prices: PriceTable, a: Assumptions
 ) -> tuple[list[Row], dict[str, Any]]:
     """The rows tables.costs prints and the JSON-ready report: costs, break-evens, each section's cheapest mode with
-    what it costs in waiting, the assumptions and the prices used."""
+    what it costs in waiting, what each priced mode gives up of the section's cdk.json, the assumptions and the prices
+    used."""
     rows = cost_rows(profile, sections, prices, a)
     recommended = {}
     for section in sections:
@@ -380,6 +381,8 @@ def report(
             "wait": WAITS[best.mode].format(wake=a.wake_minutes),
             "gives_up": list(section.given_up(best.mode)),
         }
+    priced = {(r.section, r.mode) for r in rows if r.monthly is not None}
+    gives_up = {s.name: {m: list(s.given_up(m)) for m in MODES if (s.name, m) in priced} for s in sections}
     return rows, {
         "profile": {"name": profile.name, "description": profile.description, "per_hour": list(profile.per_hour)},
         "decisions_per_day": profile.per_day,
@@ -387,5 +390,6 @@ def report(
         "assumptions": vars(a),
         "rows": [vars(r) for r in rows],
         "recommended": recommended,
+        "gives_up": gives_up,  # every priced mode's, not only the cheapest's
         "prices": prices.describe(),
     }
