@@ -25,6 +25,9 @@ SINGLE_LABEL_MAX = 26  # options labelled by one letter each (A..Z); beyond, two
 # The flags an answer's caller text can raise (x_input_flags; input_flags.py raises them, a policy reviews them).
 InputFlag = Literal["control_strings", "addressed_to_classifier", "instructs_decider"]
 INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier", "instructs_decider")
+# The flags a new policy reviews unless told otherwise (--review-input-flags): all of them, since no prompt boundary
+# kept the decider from obeying caller text (docs/security.md); `none` opts out.
+DEFAULT_REVIEW_INPUT_FLAGS: tuple[InputFlag, ...] = INPUT_FLAGS
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
 DEFAULT_MODEL_ALIAS = "jev-latest"
 # DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data (prompting/boundary.py says each)

@@ -27,7 +27,7 @@ from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .contract import TOLERANCE, Action, InputFlag, QuestionType, Reason, StateBoundary
+from .contract import DEFAULT_REVIEW_INPUT_FLAGS, TOLERANCE, Action, InputFlag, QuestionType, Reason, StateBoundary
 from .question_types import kind_of
 from .signals import DebiasMode
 
@@ -178,7 +178,10 @@ class Policy(BaseModel):
     review_input_flags: list[InputFlag] | None = Field(
         None,
         description="Answers raising any of these input flags (x_input_flags) go to review whatever their confidence "
-        "(reason input_flagged); None: flags do not change an action.",
+        "(reason input_flagged). evaluate --write-policy writes the previous policy's list, else "
+        f"{', '.join(DEFAULT_REVIEW_INPUT_FLAGS)} (DEFAULT_REVIEW_INPUT_FLAGS); []: no flag changes an action (the "
+        "explicit opt-out, --review-input-flags none); None: not recorded (written before the default), no flag "
+        "changes an action.",
     )
 
     @model_validator(mode="after")

@@ -11,11 +11,13 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from decision_adapter.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
 from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
+from decision_adapter.policy import Verdict, seal, verdict
 from decisionctl import cli, tables
 from decisionctl.certification import bands
 from decisionctl.certification.policies import PolicyRefused, action_table, check_run_served, from_results
-from decisionctl.commands.options import shipped
+from decisionctl.commands.options import input_flags_arg, shipped
 from decisionctl.evaluation.cases import Prediction, load_cases
 from decisionctl.evaluation.scoring import IDENTITY, PREDICTIONS, PredictionLog, case_digest
 from decisionctl.release.packaging import package_model
@@ -61,17 +63,44 @@ def test_the_policy_carries_the_certified_bands_bound_to_the_manifest() -> None:
 def test_the_policy_records_the_state_boundary_and_keeps_the_input_flags_it_reviews() -> None:
     manifest = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
     results = results_for(predictions(), {**served(manifest, source="identity"), "state_boundary": "tagged"})
-    plain = from_results(results, manifest, created=date(2026, 12, 1))
-    assert (plain.state_boundary, plain.review_input_flags) == ("tagged", None)
+    plain = from_results(results, manifest, created=date(2026, 12, 1))  # a new policy: the default
+    assert (plain.state_boundary, plain.review_input_flags) == ("tagged", list(DEFAULT_REVIEW_INPUT_FLAGS))
     flagged = from_results(results, manifest, created=date(2026, 12, 1), review_input_flags=["control_strings"])
     assert flagged.review_input_flags == ["control_strings"] and flagged.version != plain.version
     manifest = manifest.model_copy(update={"policy": flagged})
     assert from_results(results, manifest, created=date(2027, 1, 1)).review_input_flags == ["control_strings"]
     cleared = from_results(results, manifest, created=date(2027, 1, 1), review_input_flags=[])
     assert cleared.review_input_flags == []
+    opted_out = manifest.model_copy(update={"policy": cleared})  # `none` is kept: an opt-out, not an omission
+    assert from_results(results, opted_out, created=date(2027, 2, 1)).review_input_flags == []
+    unrecorded = seal(  # a policy written before the default recorded no list: re-written, it gets the default
+        model_sha256=MODEL, calibration_sha256=manifest.calibration_sha256(), types=plain.types,
+        provenance=plain.provenance,
+    )  # fmt: skip
+    assert unrecorded.review_input_flags is None
+    older = manifest.model_copy(update={"policy": unrecorded})
+    assert from_results(results, older, created=date(2027, 2, 1)).review_input_flags == list(DEFAULT_REVIEW_INPUT_FLAGS)
     legacy = results_for(predictions(), served(manifest, source="identity"))  # a run before the boundary existed
     assert from_results(legacy, Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1),
                         created=date(2026, 12, 1)).state_boundary is None  # fmt: skip
+
+
+def test_a_policy_written_with_the_defaults_reviews_a_flagged_answer_it_would_otherwise_automate() -> None:
+    """Issue 48: no prompt boundary kept the decider from obeying words in the state, so a policy evaluate writes
+    with no --review-input-flags sends an answer raising instructs_decider to review, not automate, at a confidence
+    its band automates; `--review-input-flags none` (an empty list) is the explicit opt-out."""
+    manifest = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
+    results = results_for(predictions(), served(manifest, source="identity"))
+    policy = from_results(results, manifest, created=date(2026, 12, 1))
+    assert policy.review_input_flags == list(INPUT_FLAGS)  # every flag
+    threshold = policy.types["noul"].automate_at_or_above
+    assert threshold is not None
+    sure = [threshold, 1.0 - threshold]  # at the automate threshold of noul's band
+    assert verdict(policy, "noul", sure) == Verdict("automate", "type_band")
+    for flag in INPUT_FLAGS:
+        assert verdict(policy, "noul", sure, input_flags=[flag]) == Verdict("review", "input_flagged"), flag
+    opted_out = from_results(results, manifest, created=date(2026, 12, 1), review_input_flags=input_flags_arg("none"))
+    assert verdict(opted_out, "noul", sure, input_flags=["instructs_decider"]) == Verdict("automate", "type_band")
 
 
 def test_the_served_rule_takes_the_cases_the_certification_counted() -> None:
@@ -165,6 +194,7 @@ def test_evaluate_writes_the_policy_into_the_manifest(tmp_path: Path, capsys: py
     printed = capsys.readouterr()
     policy = read_manifest(manifest_path).policy
     assert policy is not None and f"wrote policy {policy.version}" in printed.err
+    assert policy.review_input_flags == list(DEFAULT_REVIEW_INPUT_FLAGS)  # no --review-input-flags: the default
     assert policy.provenance.cases_sha256 == hashlib.sha256(cases_path.read_bytes()).hexdigest()
     assert set(policy.types) == {"noul", "choice", "score"}
     keys = bands.question_keys(load_cases(cases_path))
@@ -183,6 +213,10 @@ def test_evaluate_writes_the_policy_into_the_manifest(tmp_path: Path, capsys: py
     before = manifest_path.read_bytes()
     assert cli.main([*argv, "--write-policy", str(manifest_path)]) == 0
     assert manifest_path.read_bytes() == before and "already holds policy" in capsys.readouterr().err
+    # the explicit opt-out: a new version that reviews no flag
+    assert cli.main([*argv, "--write-policy", str(manifest_path), "--review-input-flags", "none"]) == 0
+    opted_out = read_manifest(manifest_path).policy
+    assert opted_out is not None and opted_out.review_input_flags == [] and opted_out.version != policy.version
 
 
 def test_evaluate_refuses_a_policy_for_a_manifest_of_another_model(

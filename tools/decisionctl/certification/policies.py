@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 
 from decision_adapter.answer_settings import AnswerSettings, contradictions, run_answer_settings
+from decision_adapter.contract import DEFAULT_REVIEW_INPUT_FLAGS
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import (
     ACTIONS,
@@ -133,7 +134,8 @@ def from_results(
     """The policy block for `results` (evaluate's results.json), bound to `manifest`'s model and calibration:
     its certified bands, per question and per type (the fallback for questions the cases never asked), and
     the mix they gave on the cases (`keys`: each case's x_options_sha256, for the option mix per question).
-    `review_input_flags`: the input flags whose answers go to review; None keeps the previous policy's."""
+    `review_input_flags`: the input flags whose answers go to review; None keeps the previous policy's list, or, with
+    no previous policy or one that recorded none, DEFAULT_REVIEW_INPUT_FLAGS (docs/security.md)."""
     check_run_served(results.get("identity"), manifest)
     certification = results["certification"]
     types = {t: band_of(entry, certification) for t, entry in certification["types"].items()}
@@ -164,10 +166,17 @@ def from_results(
         order_debias_tolerance=identity.get("order_debias_tolerance"),
         certified_mix=certified_mix(results, keys),
         state_boundary=identity.get("state_boundary"),
-        review_input_flags=(
-            review_input_flags if review_input_flags is not None else previous.review_input_flags if previous else None
-        ),
+        review_input_flags=_reviewed_flags(review_input_flags, previous),
     )
+
+
+def _reviewed_flags(given: Sequence[str] | None, previous: Policy | None) -> Sequence[str]:
+    """The option's flags, else the previous policy's (its [] is an opt-out, kept), else the default."""
+    if given is not None:
+        return given
+    if previous is not None and previous.review_input_flags is not None:
+        return previous.review_input_flags
+    return DEFAULT_REVIEW_INPUT_FLAGS
 
 
 def action_table(

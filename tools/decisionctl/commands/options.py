@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.contract import INPUT_FLAGS
+from decision_adapter.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
 
 from decisionctl.transport import (
     DEFAULT_ROUTE,
@@ -152,7 +152,8 @@ def add_review_input_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FLAGS",
         type=input_flags_arg,
         help="with --write-policy: send answers raising these input flags to review whatever their confidence, "
-        f"comma-separated ({', '.join(INPUT_FLAGS)}), or 'none'; default: as the previous policy (docs/security.md)",
+        f"comma-separated ({', '.join(INPUT_FLAGS)}), or 'none' to review no flag; default: the previous policy's "
+        f"list, else {','.join(DEFAULT_REVIEW_INPUT_FLAGS)} (docs/security.md)",
     )
 
 
