@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from decision_adapter.input_flags import addressed_to_classifier
+from decision_adapter.instruction_flags import instructs_decider
+from decision_adapter.manifest import Manifest
 from decision_adapter.policy import Policy, verdict
 from decisionctl.certification.bands import question_key
 from decisionctl.certification.bounds import upper_bound
@@ -80,15 +82,40 @@ def calibrated(preds: Sequence[Prediction], exponents: Mapping[str, float]) -> l
     return [temperatures.rescale(p, exponents.get(p.type, 1.0)) for p in preds]
 
 
+def served_under(preds: Sequence[Prediction], manifest: Manifest) -> list[Prediction]:
+    """The predictions as an endpoint serving `manifest` would make them: each rescaled from the temperature it
+    was served with to the manifest's for its type (a temperature is a power of the distribution, so this is
+    exact); a slot prior cannot be applied afterwards, so a manifest with one is refused."""
+    calibration = manifest.calibration
+    if calibration is None:
+        return [temperatures.rescale(p, p.temperature) if p.temperature != 1.0 else p for p in preds]
+    if calibration.slot_prior is not None:
+        raise SystemExit("the policy's manifest has a slot prior: score the test part under it instead")
+    out = []
+    for p in preds:
+        exponent = p.temperature / calibration.for_type(p.type)
+        out.append(p if exponent == 1.0 else temperatures.rescale(p, exponent))
+    return out
+
+
 def policy_actions(
     policy: Policy, preds: Sequence[Prediction], cases: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, str]:
     """Each case's action under the policy, as the adapter decides it (its question's band, else its type's; an
-    answer whose state is addressed to the classifier goes to review where the policy says so)."""
+    answer whose state raises an input flag goes to review where the policy says so). The flags are the state's
+    addressed_to_classifier and instructs_decider, computed here as the adapter does; control_strings needs the
+    model's tokenizer and is not computed (the suite's states hold no control token)."""
     out = {}
     for p in preds:
         case = cases[p.id]
-        flags = ["addressed_to_classifier"] if addressed_to_classifier(case["state"]) else []
+        flags = [
+            name
+            for name, raised in (
+                ("addressed_to_classifier", addressed_to_classifier(case["state"])),
+                ("instructs_decider", instructs_decider(case["state"])),
+            )
+            if raised
+        ]
         key = question_key(case["question"])
         out[p.id] = verdict(policy, p.type, p.probs, options_sha256=key, input_flags=flags).action
     return out
