@@ -221,9 +221,9 @@ def shift_lines(
     return lines
 
 
-def latency_lines(parts: dict[str, list[Prediction]], report: dict[str, Any]) -> list[str]:
+def latency_lines(parts: dict[str, list[Prediction]], report: dict[str, Any], timed: list[str]) -> list[str]:
     first, rest = [], []
-    for p in (p for g in parts.values() for p in g):
+    for p in (p for name in timed for p in parts[name]):
         (first if p.id.endswith(("/route", "/approve", "/what", "/tool")) else rest).append(p.latency_s)
     every = first + rest
     if not every:
@@ -241,7 +241,8 @@ def latency_lines(parts: dict[str, list[Prediction]], report: dict[str, Any]) ->
     r = report["latency"]
     return [
         "",
-        f"latency per decision (one question a request, one at a time, {r['cases']} decisions): "
+        f"latency per decision (one question a request, one at a time, {r['cases']} decisions of "
+        f"{', '.join(timed)}): "
         f"p50 {r['p50_s']:.2f} s, p95 {r['p95_s']:.2f} s; first question on a state p50 "
         f"{r['first_question_of_state_p50_s']:.2f} s, the next ones on the same state p50 "
         f"{r['later_questions_p50_s']:.2f} s; {r['decisions_per_hour']:.0f} decisions an hour",
@@ -254,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", action="append", default=[], metavar="LABEL=MANIFEST")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--figures", type=Path)
+    ap.add_argument(
+        "--timed",
+        default=",".join(PARTS),
+        help="the parts whose latency_s to report, comma-separated (a part scored beside other work is left out)",
+    )
     args = ap.parse_args(argv)
     cases = load_cases()
     parts = load_predictions(args.runs)
@@ -265,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     plines, points = policy_lines(args.policy, parts["test"], cases, report)
     lines += plines
     lines += shift_lines(parts, cases, report)
-    lines += latency_lines(parts, report)
+    lines += latency_lines(parts, report, args.timed.split(","))
     if args.figures and parts["test"]:
         curves = {"test part as served": parts["test"]}
         st.coverage_png(args.figures / "decider_coverage.png", curves, points)
