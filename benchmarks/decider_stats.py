@@ -179,7 +179,7 @@ def coverage_png(path: Path, curves: Mapping[str, Sequence[Prediction]], points:
         ax.scatter([share], [err], marker="D", zorder=3, label=label)
     ax.axhline(0.05, ls=":", c="grey", lw=1)
     ax.axhline(0.10, ls=":", c="grey", lw=1)
-    ax.set(xlabel="share of answers automated (most confident first)", ylabel="error among them", ylim=(0, 0.6))
+    ax.set(xlabel="share of answers automated (most confident first)", ylabel="error among them", ylim=(0, 1))
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
