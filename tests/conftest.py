@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,9 +18,33 @@ import pytest
 from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256, AdapterProcess, start_adapter
 
 from tests.app_support import AppServer, close_shared_services, start_app
+from tests.model_time import ModelTime, wrap_eval
 
 # Test modules import the launcher's names from here as well as the fixtures.
 __all__ = ["MODEL_DIR", "MODEL_FILE", "MODEL_SHA256", "AdapterProcess", "start_adapter"]
+
+
+MODEL_TIME = ModelTime()  # the model's decode work in this process, per test (tests/model_time.py)
+_SESSION_STARTED = time.perf_counter()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import llama_cpp
+
+    llama_cpp.Llama.eval = wrap_eval(llama_cpp.Llama.eval, MODEL_TIME)  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    with MODEL_TIME.test(item.nodeid):
+        yield
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if MODEL_TIME.total().tokens:
+        terminalreporter.section("model time")
+        for line in MODEL_TIME.report(time.perf_counter() - _SESSION_STARTED):
+            terminalreporter.write_line(line)
 
 
 def tool(name: str) -> str:

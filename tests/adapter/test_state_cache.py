@@ -65,6 +65,9 @@ def _ask(adapter: AppServer, state: object, qids: list[str]) -> dict:
     return r.json()
 
 
+STEPS = 24  # with seed 6 the sequence meets all three sources, hits and evictions (asserted below); it was 50
+
+
 @pytest.mark.model
 @pytest.mark.slow
 def test_cached_answers_equal_uncached_over_a_random_sequence_with_evictions() -> None:
@@ -75,7 +78,7 @@ def test_cached_answers_equal_uncached_over_a_random_sequence_with_evictions() -
         sources = []
         saved: dict[tuple[int, str], set[int]] = {}  # tokens a reused state saved over reading everything again
         computed: dict[tuple[int, tuple[str, ...]], dict] = {}  # the reference, computed once per distinct request
-        for _ in range(50):
+        for _ in range(STEPS):
             state = rng.randrange(len(STATES))
             qids = rng.sample(sorted(QUESTIONS), rng.randint(1, 2))
             a = _ask(cached, STATES[state], qids)
