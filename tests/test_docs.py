@@ -389,7 +389,7 @@ def test_cli_md_lists_every_command_in_the_order_of_the_help() -> None:
     from decisionctl.cli import build_parser
     from decisionctl.commands import ALL, STAGES
 
-    names = [command.NAME for command in ALL]
+    names = [command.name for command in ALL]
     helped = build_parser().format_help()
     listed_in_help = re.findall(r"^    (\S+)  ", helped, re.M)
     assert listed_in_help == names and sorted(names) == sorted(parser_commands().keys() - {"batch run"})
@@ -400,7 +400,7 @@ def test_cli_md_lists_every_command_in_the_order_of_the_help() -> None:
     listed = [row.split("`")[1].split()[0] for row in table.group(0).splitlines()[2:] if row]
     assert listed == names
     sections = {heading.strip("`").split()[0] for heading in re.findall(r"^## (`[^`]+`)", text, re.M)}
-    assert {command.NAME for command in ALL} <= sections
+    assert {command.name for command in ALL} <= sections
 
 
 def test_cli_md_names_the_keys_an_evaluation_record_holds() -> None:

@@ -17,7 +17,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from decisionctl import cli, dlc_registry
-from decisionctl.commands import ALL, pin_images
+from decisionctl.commands import ALL, BY_NAME, pin_images
 from decisionctl.release import images
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,5 +247,4 @@ def test_the_lookup_needs_no_docker_only_batch_get_image() -> None:
 
 
 def test_registered_as_a_decisionctl_command() -> None:
-    assert pin_images in ALL
-    assert pin_images.NAME == "pin-images"
+    assert BY_NAME["pin-images"] in ALL and BY_NAME["pin-images"].load() is pin_images

@@ -20,8 +20,6 @@ from decisionctl.commands.options import (
 )
 from decisionctl.load.prices import BUILTIN
 
-NAME = "batch"
-HELP = "run a JSONL file of decisions through Batch Transform, an async endpoint or a local adapter"
 RUN = (
     "Read CASES.jsonl as a stream (decision bodies with an optional id, or labeled cases in the "
     "evaluate format), send it in parts, wait with progress, and write answers.jsonl (one line per record, "

@@ -11,8 +11,6 @@ from decisionctl.load import bench_job
 from decisionctl.load.prices import BUILTIN
 from decisionctl.load.workloads import NAMES, levels_arg, workloads_arg
 
-NAME = "bench"
-HELP = "load-test one or two endpoints at several concurrency levels"
 REQUESTS = "decision request bodies, one a line, sent in turn (default: the shipped set)"
 GAP = "agent-supervisor: seconds between the answer on a state and the next question on it (2)"
 PRICES = "add cost per 1,000 requests from hourly prices (no FILE: the shipped example table)"

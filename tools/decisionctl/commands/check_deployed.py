@@ -11,9 +11,6 @@ from decisionctl.commands import options
 from decisionctl.review import deployed, summary
 from decisionctl.transport import Sender
 
-NAME = "check-deployed"
-HELP = "score each deployed variant on the suite; fail if it is not the recorded artifact within the tolerance"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

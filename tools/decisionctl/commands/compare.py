@@ -11,9 +11,6 @@ from decisionctl.commands.compare_shadow import run as run_shadow
 from decisionctl.commands.options import EXIT_FAILED, UsageError, say
 from decisionctl.evaluation import comparison
 
-NAME = "compare"
-HELP = "what changed between two evaluate runs (model, build, hardware, calibration, wording)"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

@@ -10,9 +10,6 @@ from decisionctl.load import cost_job
 from decisionctl.load.costs import PROFILES
 from decisionctl.load.prices import BUILTIN
 
-NAME = "cost"
-HELP = "monthly cost of each hosting mode (instances, components, serverless) for a traffic profile; break-even"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

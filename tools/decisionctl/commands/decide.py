@@ -10,9 +10,6 @@ from pathlib import Path
 from decisionctl.commands.options import add_retry, add_target, report_retry, retry_policy, say, sender
 from decisionctl.traffic import one_decision
 
-NAME = "decide"
-HELP = "send one decision request and print the answers"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

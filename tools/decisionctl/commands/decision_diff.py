@@ -8,9 +8,6 @@ from pathlib import Path
 from decisionctl.commands.options import EXIT_FAILED, add_report_files, say, write_report
 from decisionctl.review.decision_diff import review_records
 
-NAME = "decision-diff"
-HELP = "compare two evaluation records of a suite: flips, accuracy, calibration, bands, actions; gates"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

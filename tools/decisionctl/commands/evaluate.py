@@ -11,8 +11,6 @@ from pathlib import Path
 from decisionctl.certification.evaluate_cases import CasesToScore, PolicyWrite, TemperatureFit, Thresholds, evaluate
 from decisionctl.commands import options
 
-NAME = "evaluate"
-HELP = "measure accuracy and calibration on labeled cases"
 MAX_ERROR = "error allowed among automated answers; the policy's automate thresholds are certified to it (0.05)"
 CONFIDENCE = "probability that the certified bounds hold out of sample (0.95)"
 TARGET_ACCURACY = "accuracy of the point-estimate recommendation (reported, not certified, not written) (0.9)"

@@ -9,9 +9,6 @@ from pathlib import Path
 from decisionctl.certification.prior_fit import fit_slot_prior
 from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, sender
 
-NAME = "fit-prior"
-HELP = "fit the model's prior over option slots from unlabeled requests into manifest.json"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

@@ -9,9 +9,6 @@ from pathlib import Path
 from decisionctl.operations.deployed_names import DECISION_SECTIONS, ClientFor
 from decisionctl.operations.log_search import LOG_KINDS, LogQuery, read_logs
 
-NAME = "logs"
-HELP = "the adapter's decision and rejection lines (counts and names, never text), filtered, from CloudWatch Logs"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

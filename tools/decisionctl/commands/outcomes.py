@@ -8,9 +8,6 @@ import dataclasses
 from decisionctl.commands.options import say
 from decisionctl.traffic import outcomes_job
 
-NAME = "outcomes"
-HELP = "join captured answers with what people decided: labeled cases, reversal rates, band error on traffic"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

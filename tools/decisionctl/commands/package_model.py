@@ -10,9 +10,6 @@ from decision_adapter.manifest import ChecksumMismatch
 from decisionctl.commands.options import EXIT_FAILED, say
 from decisionctl.release.packaging import PackagingError, package_model
 
-NAME = "package-model"
-HELP = "verify a GGUF and build model.tar.gz + manifest.json"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

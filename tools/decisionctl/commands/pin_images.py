@@ -8,9 +8,6 @@ from pathlib import Path
 from decisionctl.commands.options import EXIT_FAILED, say
 from decisionctl.release.images import DLC_TAGS, PinError, pin_images
 
-NAME = "pin-images"
-HELP = "look up the DLC image digests through ECR (no Docker) and pin them in cdk.json"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     tags = " and ".join(DLC_TAGS.values())

@@ -18,9 +18,6 @@ from decisionctl.commands.options import (
 )
 from decisionctl.review.recording import record_evaluation
 
-NAME = "record-evaluation"
-HELP = "evaluate a packaged artifact on its environment's suite; write the record synth and deploys check"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

@@ -9,9 +9,6 @@ from decisionctl.commands.options import EXIT_FAILED, say
 from decisionctl.operations.deployed_names import ClientFor
 from decisionctl.operations.going_back import RollbackRefused, roll_back
 
-NAME = "rollback"
-HELP = "put the previous artifact's record and model block back (checked: it binds, it is in S3), to deploy"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

@@ -9,9 +9,6 @@ from decisionctl.commands.options import EXIT_FAILED, say
 from decisionctl.evaluation_record import RECORD_OUTPUT
 from decisionctl.review import served
 
-NAME = "served-record"
-HELP = "write the evaluation record a deployed stack serves (by its EvaluationRecordSha256), found in git history"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (

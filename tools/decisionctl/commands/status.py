@@ -9,9 +9,6 @@ from decisionctl.commands.options import EXIT_FAILED
 from decisionctl.operations.deployed_names import ClientFor
 from decisionctl.operations.status_report import environment_status
 
-NAME = "status"
-HELP = "what an environment runs: endpoints, instances or copies, model, record in force, alarms, last deployment"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
