@@ -127,7 +127,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     argv = ["record-evaluation", "--env", "dev", "--url", a.url, "--artifact", str(model), "--cdk-json", str(cdk_json)]
     try:
         assert cli.main(argv) == 0
-        yield {"a": a, "b": b, "runtime": runtime, "cdk_json": cdk_json, "tmp": tmp}
+        yield {"a": a, "b": b, "runtime": runtime, "cdk_json": cdk_json, "tmp": tmp, "model": model}
     finally:
         runtime.close()
         a.stop()
@@ -328,3 +328,33 @@ def test_a_pool_variant_names_each_kind_of_instance_and_the_cases_the_other_kind
     assert {row["id"] for row in pool["over_tolerance"]} == past
     assert all(row["hardware"]["threads"] == 1 for row in pool["over_tolerance"])
     assert code == 1 and "Pool: answered by 2 kinds of instance" in markdown
+
+
+@pytest.mark.model
+@pytest.mark.slow  # the served fixture (about 20 s)
+def test_adapters_reached_by_url_are_checked_without_aws(
+    served: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--url: the record (made at 2 threads) held against an adapter at 4 threads of the same artifact and settings
+    (passes: it answers within the tolerance) and against adapter B (another debias mode: fails), one variant each,
+    exit 1; no AWS client is made (boto3 would need a region and credentials here)."""
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    four = start_app(model_dir=served["model"], env={"SM_LLAMA_CPP_THREADS": "4"})
+    out = served["tmp"] / "urls"
+    try:
+        code = cli.main(
+            [
+                *("check-deployed", "--env", "dev", "--url", four.url, "--url", served["b"].url),
+                *("--cdk-json", str(served["cdk_json"]), "--out", str(out / "runs"), "--json", str(out / "r.json")),
+            ]
+        )
+    finally:
+        four.stop()
+    report = json.loads((out / "r.json").read_text())
+    at_four, at_b = (endpoint["variants"][0] for endpoint in report["endpoints"])
+    assert [e["endpoint"] for e in report["endpoints"]] == [four.url, served["b"].url]
+    assert at_four["variant"] == deployed.DIRECT and at_four["passed"] and at_four["hardware"]["threads"] == 4
+    assert at_four["cases"] == len(SUITE_IDS) and at_four["max_delta"] <= DEPLOYED_TOLERANCE["probability"]
+    assert not at_b["passed"] and any("order_debias" in f for f in at_b["failures"]), at_b["failures"]
+    assert code == 1 and not report["passed"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from decisionctl.commands import options
 from decisionctl.review import deployed, summary
-from decisionctl.transport import Sender
+from decisionctl.transport import HttpSender, Sender
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "tolerance.probability from the record's, or when more than tolerance.flips picks flip. Shadow variants "
         "are listed, not checked. A components endpoint is invoked through its inference component "
         "(--inference-component, or the outputs' <Section>InferenceComponentName) and waited for while it scales from "
-        "zero (--capacity-wait). Prints Markdown; exits 1 when a variant fails."
+        "zero (--capacity-wait). --url checks adapters reached directly instead (a laptop's, another build's), each as "
+        "one variant. Prints Markdown; exits 1 when a variant fails."
     )
     p.add_argument("--env", required=True, help="the environment in cdk.json whose suite, record and tolerance to use")
     target = p.add_mutually_exclusive_group(required=True)
@@ -33,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="cdk deploy --outputs-file's JSON: the decision endpoints of DecisionEndpoints-<env>-Serving",
     )
+    target.add_argument("--url", action="append", help="an adapter reached directly, one variant; no AWS (repeatable)")
     p.add_argument("--region", help="AWS region of the endpoints (default: from the AWS configuration)")
     options.add_component(p)  # with one --endpoint; --outputs names each components endpoint's own
     p.add_argument("--cdk-json", default="cdk.json", metavar="PATH", help="the project's cdk.json (./cdk.json)")
@@ -48,6 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.url:  # each URL one variant: a laptop's or another build's adapter held to the record, no AWS call
+        return check(args, sagemaker=None, sender_for=lambda url, *_: HttpSender(url, timeout_s=args.timeout))
     import boto3
 
     if args.inference_component and (not args.endpoint or len(args.endpoint) != 1):
@@ -66,7 +70,7 @@ def check(args: argparse.Namespace, *, sagemaker: Any, sender_for: deployed.Send
     """The check with the clients given (run builds them; tests pass stand-ins)."""
     outputs, retry = None if args.outputs is None else Path(args.outputs), options.retry_policy(args)
     asked = deployed.DeployedCheck(
-        args.env, Path(args.cdk_json), args.endpoint, outputs, args.inference_component, Path(args.out), retry
+        args.env, Path(args.cdk_json), args.endpoint, outputs, args.inference_component, Path(args.out), retry, args.url
     )
     report = deployed.check_environment(asked, sagemaker=sagemaker, sender_for=sender_for, say=options.say)
     if report is None:

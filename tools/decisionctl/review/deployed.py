@@ -272,6 +272,27 @@ def check_endpoint(
     return result
 
 
+DIRECT = "(direct)"  # the variant named for an adapter reached by URL: no SageMaker endpoint, no variants
+
+
+def check_url(
+    url: str,
+    *,
+    sender: Sender,
+    record: Mapping[str, Any],
+    cases: Sequence[Case],
+    tolerance: EvaluationTolerance,
+    out: Path,
+    policy: RetryPolicy | None = None,
+) -> dict[str, Any]:
+    """An adapter reached directly (a laptop's, another build's, a staging box) checked as one variant, in the shape
+    check_endpoint gives an endpoint: the same test of answers, artifact and settings, without AWS."""
+    checked = check_variant(
+        url, DIRECT, record=record, cases=cases, tolerance=tolerance, sender=sender, out=out / "direct", policy=policy
+    )
+    return {"endpoint": url, "status": "reached", "not_checked": [], "failures": [], "variants": [checked]}
+
+
 def check(
     endpoints: Sequence[str],
     *,
@@ -286,9 +307,20 @@ def check(
     policy: RetryPolicy | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Every endpoint's variants against the record: the full report, JSON-ready; `passed` when all pass."""
+    """Every endpoint's variants against the record: the full report, JSON-ready; `passed` when all pass. Without a
+    SageMaker client (`sagemaker` None) the endpoints are adapters' URLs, each checked as one variant (check_url)."""
     checked = [
-        check_endpoint(
+        check_url(
+            name,
+            sender=variant_sender(name, DIRECT),
+            record=record,
+            cases=cases,
+            tolerance=tolerance,
+            out=out / str(i),
+            policy=policy,
+        )
+        if sagemaker is None
+        else check_endpoint(
             name,
             sagemaker=sagemaker,
             variant_sender=variant_sender,
@@ -299,7 +331,7 @@ def check(
             policy=policy,
             say=say,
         )
-        for name in endpoints
+        for i, name in enumerate(endpoints)
     ]
     passed = all(not e["failures"] and all(v["passed"] for v in e["variants"]) for e in checked)
     return {
@@ -319,7 +351,8 @@ def check(
 @dataclass(frozen=True)
 class DeployedCheck:
     """What check-deployed checks: the environment (its suite, record and tolerance in cdk.json), the endpoints named
-    or those in cdk deploy's outputs file, the one endpoint's inference component, where predictions go."""
+    or those in cdk deploy's outputs file or adapters' URLs, the one endpoint's inference component, where
+    predictions go."""
 
     environment: str
     cdk_json: Path
@@ -328,14 +361,15 @@ class DeployedCheck:
     component: str | None
     out: Path
     retry: RetryPolicy
+    urls: Sequence[str] | None = None
 
 
 def check_environment(
     asked: DeployedCheck, *, sagemaker: Any, sender_for: SenderFor, say: Callable[[str], None]
 ) -> dict[str, Any] | None:
     """The check-deployed use case: every endpoint asked about (each components endpoint through its inference
-    component) checked against the record (`check`); None where the record or the endpoints cannot be read, said
-    why."""
+    component), or every URL asked about (`sagemaker` None), checked against the record (`check`); None where the
+    record or the endpoints cannot be read, said why."""
     environment, endpoints, outputs = asked.environment, asked.endpoints, asked.outputs
     components = component_names(endpoints, outputs, environment, asked.component)
 
@@ -346,7 +380,7 @@ def check_environment(
     _, cases = settings.read_suite()
     try:
         record = records.read(settings.record)
-        named = endpoints or endpoints_from_outputs(outputs or Path(), environment)
+        named = asked.urls or endpoints or endpoints_from_outputs(outputs or Path(), environment)
     except (records.EvaluationRecordError, DeployedError) as exc:
         say(str(exc))
         return None
