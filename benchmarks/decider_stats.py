@@ -17,8 +17,9 @@ from decision_adapter.manifest import Manifest
 from decision_adapter.policy import Policy, verdict
 from decisionctl.certification.bands import question_key
 from decisionctl.certification.bounds import upper_bound
-from decisionctl.evaluation import metrics, temperatures
+from decisionctl.evaluation import intercepts, metrics, temperatures
 from decisionctl.evaluation.cases import Prediction, predicted_index
+from decisionctl.evaluation.search import golden_section
 
 Z = 1.96
 FLOOR = 1e-9
@@ -70,7 +71,7 @@ def fit_intercept(preds: Sequence[Prediction]) -> float:
     def nll(b: float) -> float:
         return -sum(math.log(max(shifted(p, b).probs[p.expected_index], FLOOR)) for p in preds)
 
-    return temperatures.golden_section(nll, -6.0, 6.0)
+    return golden_section(nll, -6.0, 6.0)
 
 
 def fit_temperatures(preds: Sequence[Prediction]) -> dict[str, float]:
@@ -82,19 +83,25 @@ def calibrated(preds: Sequence[Prediction], exponents: Mapping[str, float]) -> l
     return [temperatures.rescale(p, exponents.get(p.type, 1.0)) for p in preds]
 
 
-def served_under(preds: Sequence[Prediction], manifest: Manifest) -> list[Prediction]:
+def served_under(preds: Sequence[Prediction], manifest: Manifest, served_intercept: float = 0.0) -> list[Prediction]:
     """The predictions as an endpoint serving `manifest` would make them: each rescaled from the temperature it
     was served with to the manifest's for its type (a temperature is a power of the distribution, so this is
-    exact); a slot prior cannot be applied afterwards, so a manifest with one is refused."""
+    exact), and a yes/no answer's log-odds shifted by the manifest's intercept, after the intercept the predictions
+    were served with (`served_intercept`, their x_run's; the stored runs had none) is taken off (exact too); a slot
+    prior cannot be applied afterwards, so a manifest with one is refused."""
     calibration = manifest.calibration
-    if calibration is None:
-        return [temperatures.rescale(p, p.temperature) if p.temperature != 1.0 else p for p in preds]
-    if calibration.slot_prior is not None:
+    if calibration is not None and calibration.slot_prior is not None:
         raise SystemExit("the policy's manifest has a slot prior: score the test part under it instead")
     out = []
     for p in preds:
-        exponent = p.temperature / calibration.for_type(p.type)
-        out.append(p if exponent == 1.0 else temperatures.rescale(p, exponent))
+        served = intercepts.unshifted(p, served_intercept if p.type == "noul" else 0.0)
+        temperature = calibration.for_type(p.type) if calibration is not None else 1.0
+        intercept = calibration.intercept_for(p.type) if calibration is not None else 0.0
+        exponent = p.temperature / temperature
+        if intercept:
+            out.append(intercepts.platt(served, exponent, intercept))
+        else:
+            out.append(served if exponent == 1.0 else temperatures.rescale(served, exponent))
     return out
 
 

@@ -24,29 +24,48 @@ Reading stops after k orders when both hold:
 With k = N nothing is unread and the answer is exactly the `rotations` answer. The pick condition needs
 S_top - S_j > N - k, and S_top - S_j <= k, so no question stops before k = floor(N/2) + 1 orders; for
 a near-zero option the probability condition needs (N - k) / N <= tolerance at T = 1.
+
+A yes/no intercept b (calibration.py) maps the reported yes probability f to sigmoid(logit(f) + b), and no to
+1 minus that: both maps rise, so the bounds' images are the exact bounds of the shifted answer, and the pick
+(yes at 0.5) cannot change only if the shifted yes interval does not straddle 0.5 (required on top of the pick
+condition above). A yes/no question alone has N = 2 orders and never stops before both; with an added
+out-of-scope option it has 3 and may stop after 2, which is where this matters.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .signals import Vector
+from .signals import Vector, shift_log_odds
 
 
-def reported(mean: Vector, temperature: float, *, out_of_scope: bool) -> Vector:
+def reported(mean: Vector, temperature: float, *, out_of_scope: bool, intercept: float = 0.0) -> Vector:
     """F(m): the probabilities an answer reports from the mean distribution m, as the engine computes them:
-    the declared options among themselves, then (out of scope) the added option's share among all."""
+    the declared options among themselves (a yes/no intercept added to the first's log-odds over the second's),
+    then (out of scope) the added option's share among all."""
     logs = _scaled_logs(mean, temperature)
     declared = logs[:-1] if out_of_scope else logs
     out = np.exp(declared - np.logaddexp.reduce(declared))
+    if intercept:
+        out[0], out[1] = shift_log_odds(out[0], out[1], intercept)
     if out_of_scope:
         out = np.append(out, np.exp(logs[-1] - np.logaddexp.reduce(logs)))
     return np.asarray(out, dtype=np.float64)
 
 
-def settled(read_sum: Vector, k: int, total: int, *, tolerance: float, temperature: float, out_of_scope: bool) -> bool:
+def settled(
+    read_sum: Vector,
+    k: int,
+    total: int,
+    *,
+    tolerance: float,
+    temperature: float,
+    out_of_scope: bool,
+    intercept: float = 0.0,
+) -> bool:
     """Whether the N - k orders not read can neither change the pick nor move any reported probability by
-    more than `tolerance` (module doc). `read_sum`: option i's probability summed over the k orders read."""
+    more than `tolerance` (module doc). `read_sum`: option i's probability summed over the k orders read;
+    `intercept`: a yes/no answer's (options yes, no first), 0 for every other."""
     if k >= total:
         return True
     s = np.asarray(read_sum, dtype=np.float64)
@@ -56,7 +75,7 @@ def settled(read_sum: Vector, k: int, total: int, *, tolerance: float, temperatu
     others = [j for j in range(n_declared) if j != top]
     if others and not lo[top] > max(lo[j] + unread for j in others):
         return False
-    now = reported(s / k, temperature, out_of_scope=out_of_scope)
+    now = reported(s / k, temperature, out_of_scope=out_of_scope, intercept=intercept)
     groups = [(i, list(range(n_declared))) for i in range(n_declared)]
     if out_of_scope:
         groups.append((len(s) - 1, list(range(len(s)))))
@@ -65,6 +84,11 @@ def settled(read_sum: Vector, k: int, total: int, *, tolerance: float, temperatu
         rest = [j for j in group if j != i]
         highest = _share(lo[i] + unread, lo[rest], a)
         lowest = _share(lo[i], _spread(lo[rest], unread, a), a)
+        if intercept and slot < 2:  # yes (slot 0) shifted by b, no by -b: rising maps keep the bounds exact
+            b = intercept if slot == 0 else -intercept
+            highest, lowest = shift_log_odds(highest, 1.0 - highest, b)[0], shift_log_odds(lowest, 1.0 - lowest, b)[0]
+            if slot == 0 and lowest < 0.5 <= highest:  # the shifted pick could still go either way
+                return False
         if max(highest - now[slot], now[slot] - lowest) > tolerance:
             return False
     return True

@@ -1,5 +1,5 @@
 """The calibration in force: the temperatures answers are divided by, the slot prior divided out of each order's
-distribution, and the one rule for where they come from."""
+distribution, the intercept added to a yes/no answer's log-odds, and the one rule for where they come from."""
 
 from __future__ import annotations
 
@@ -26,11 +26,13 @@ class FittedPrior(Protocol):
 
 
 class FittedCalibration(Protocol):
-    """The calibration block a manifest records (manifest.Calibration): a temperature per type, maybe a slot prior."""
+    """The calibration block a manifest records (manifest.Calibration): a temperature per type, maybe a slot prior,
+    maybe a yes/no intercept."""
 
     @property
     def slot_prior(self) -> FittedPrior | None: ...
     def for_type(self, qtype: str) -> float: ...
+    def intercept_for(self, qtype: str) -> float: ...
 
 
 class SlotPriorMismatch(DecisionMetadataError):
@@ -43,9 +45,15 @@ class ActiveCalibration:
     source: Literal["manifest", "gguf", "identity"]
     temperatures: Temperatures
     slot_prior: dict[int, Vector] = field(default_factory=dict)  # option count -> prior per slot (choice)
+    intercepts: dict[str, float] = field(default_factory=dict)  # type -> log-odds shift of yes (noul; manifest only)
 
     def temperature(self, qtype: str, n_options: int) -> float:
         return self.temperatures.of(qtype, n_options)
+
+    def intercept(self, qtype: str) -> float:
+        """b, added to a yes/no answer's log-odds of yes after the temperature: p_yes = sigmoid(z / T + b); 0 for
+        other types and where none is set."""
+        return self.intercepts.get(qtype, 0.0) if qtype == "noul" else 0.0
 
     def prior_of(self, qtype: str, n_slots: int) -> Vector | None:
         """The slot prior a question's orders are divided by: choice questions of a fitted option count only
@@ -55,7 +63,10 @@ class ActiveCalibration:
     def describe(self) -> CalibrationInForce:
         """As run identity reports it."""
         prior = {str(n): [round(float(p), 6) for p in v] for n, v in sorted(self.slot_prior.items())} or None
-        return CalibrationInForce(source=self.source, temperature=self.temperatures.describe(), slot_prior=prior)
+        intercept = {t: float(b) for t, b in sorted(self.intercepts.items())} or None
+        return CalibrationInForce(
+            source=self.source, temperature=self.temperatures.describe(), slot_prior=prior, intercept=intercept
+        )
 
 
 def calibration_in_force(
@@ -63,10 +74,13 @@ def calibration_in_force(
 ) -> ActiveCalibration:
     """The manifest's temperatures first (`fitted`, for this model file), then those the GGUF declares (`declared`,
     the prompt scheme's), else none (T = 1). The manifest's slot prior, if any, only under the model (`model_sha256`,
-    the manifest's) and the prompt template (the scheme's name) it was fitted under (SlotPriorMismatch otherwise)."""
+    the manifest's) and the prompt template (the scheme's name) it was fitted under (SlotPriorMismatch otherwise).
+    An intercept comes from the manifest alone (a GGUF declares none); one of 0 is none."""
     if fitted is not None:
         prior = checked_prior(fitted.slot_prior, model_sha256=model_sha256, template=template)
-        return ActiveCalibration("manifest", Temperatures({t: fitted.for_type(t) for t in QUESTION_TYPES}), prior)
+        temperatures = Temperatures({t: fitted.for_type(t) for t in QUESTION_TYPES})
+        intercepts = {t: b for t in QUESTION_TYPES if (b := fitted.intercept_for(t))}
+        return ActiveCalibration("manifest", temperatures, prior, intercepts)
     if declared is not None:
         return ActiveCalibration("gguf", declared)
     return ActiveCalibration("identity", Temperatures({}))

@@ -29,6 +29,7 @@ INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifie
 # kept the decider from obeying caller text (docs/security.md); `none` opts out.
 DEFAULT_REVIEW_INPUT_FLAGS: tuple[InputFlag, ...] = INPUT_FLAGS
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
+MAX_INTERCEPT = 20.0  # |b| of a yes/no intercept: a shift beyond it says yes (or no) whatever the model read
 DEFAULT_MODEL_ALIAS = "jev-latest"
 # DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data (prompting/boundary.py says each)
 StateBoundary = Literal["off", "tagged", "datamarked", "sandwiched", "spotlit"]

@@ -8,7 +8,8 @@ mean of log-probabilities, or of probabilities for rotations), so a model's tast
 decide the answer; in adaptive mode the rotations are read until `adaptive.settled` says the rest
 cannot change the answer beyond the tolerance. Calibration: a fitted slot prior (choice questions)
 divides each order's slot distribution, renormalized, before the orders combine; then the combined
-score is divided by the question type's temperature before the final softmax.
+score is divided by the question type's temperature before the final softmax; then a yes/no answer's
+intercept b, where one is in force, is added to its log-odds of yes: p_yes = sigmoid(z / T + b).
 
 Two abstention signals come from the same logits: the label mass (the whole vocabulary's probability
 on the offered labels, averaged over the orders) and, for an out-of-scope question, the probability
@@ -37,7 +38,7 @@ from .prompting.base import OUT_OF_SCOPE, PromptScheme, single_token
 from .question_types import options_of
 from .runtime import LlamaRuntime, NeedsRestore, Unit
 from .schemas import AnyQuestion, DecisionRequest, Option, Text
-from .signals import label_mass, log_softmax, order_name, softmax, split_out_of_scope
+from .signals import label_mass, log_softmax, order_name, shift_log_odds, softmax, split_out_of_scope
 from .state_cache import Snapshot, StateCache, prefix_key
 
 AnswerMemo = dict[str, Scored]
@@ -257,6 +258,7 @@ class DecisionEngine:
         declared = n - 1 if plan.out_of_scope else n
         qtype = plan.question.type
         temperature = self.calibration.temperature(qtype, declared)
+        intercept = self.calibration.intercept(qtype)
         tolerance = self.scheme.adaptive_tolerance
         per_pass, masses, slot_probs, names = [], [], [], []
         read_sum = np.zeros(n)
@@ -281,6 +283,7 @@ class DecisionEngine:
                     tolerance=tolerance,
                     temperature=temperature,
                     out_of_scope=plan.out_of_scope,
+                    intercept=intercept,
                 ):
                     break
         combined = self.scheme.combine(per_pass)
@@ -291,6 +294,8 @@ class DecisionEngine:
             probs = softmax(combined / temperature)
         probs = np.nan_to_num(probs, nan=1.0 / declared)
         probs = probs / probs.sum()
+        if intercept:  # yes/no: options yes, no (question_types.NoulKind); the out-of-scope share stays as it is
+            probs = np.array(shift_log_odds(probs[0], probs[1], intercept))
         return Scored(
             [o.key for o in plan.options[:declared]],
             [float(p) for p in probs],

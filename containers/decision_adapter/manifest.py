@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .answer_settings import AnswerSettings, merged, reported
-from .contract import QuestionType
+from .contract import MAX_INTERCEPT, QuestionType
 from .policy import Policy, canonical_sha256
 
 SCHEMA = "decision-model-manifest/1"
@@ -56,7 +57,8 @@ class SlotPrior(BaseModel):
 
 class Calibration(BaseModel):
     """Per-type temperature: probabilities are softmax(score / T). Identity (T = 1) when absent. Optionally a
-    slot prior, divided out of each order's distribution before the temperature applies."""
+    slot prior, divided out of each order's distribution before the temperature applies, and for yes/no an
+    intercept added to the log-odds of yes after the temperature."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -66,6 +68,13 @@ class Calibration(BaseModel):
         default_factory=dict, description="Provenance: data set, sizes, ECE before/after."
     )
     slot_prior: SlotPrior | None = None
+    # None, not an empty dict, when unset: a manifest without one serializes (and hashes) as it did before
+    intercept: dict[Literal["noul"], float] | None = Field(
+        None,
+        description=f"Yes/no only: b added to the log-odds of yes after the temperature, p_yes = sigmoid(z / T + b), "
+        f"z the combined log-odds of yes over no (|b| <= {MAX_INTERCEPT:g}; absent: 0). Fitted with the temperature "
+        "by `decisionctl evaluate --fit-calibration` where it lowers the held-out ECE.",
+    )
 
     @field_validator("temperature")
     @classmethod
@@ -75,8 +84,22 @@ class Calibration(BaseModel):
                 raise ValueError(f"temperature for {qtype} must be a positive finite number, got {t}")
         return v
 
+    @field_validator("intercept")
+    @classmethod
+    def _bounded(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        for qtype, b in (v or {}).items():
+            if not (math.isfinite(b) and abs(b) <= MAX_INTERCEPT):
+                raise ValueError(
+                    f"intercept for {qtype} must be a finite number with |b| <= {MAX_INTERCEPT:g}, got {b}"
+                )
+        return v
+
     def for_type(self, qtype: str) -> float:
         return float(self.temperature.get(qtype, 1.0))  # type: ignore[call-overload]
+
+    def intercept_for(self, qtype: str) -> float:
+        """The log-odds shift of yes for this type (0 for every type but noul, and where none is set)."""
+        return float((self.intercept or {}).get(qtype, 0.0))  # type: ignore[call-overload]
 
 
 class Manifest(BaseModel):

@@ -249,11 +249,14 @@ class Hardware(BaseModel):
 
 
 class CalibrationInForce(BaseModel):
-    """The temperatures answers are divided by, and where they come from."""
+    """The calibration answers are served under (temperatures, slot prior, yes/no intercept), and its source."""
 
     source: Literal["manifest", "gguf", "identity"]
     temperature: dict[str, float]
     slot_prior: dict[str, list[float]] | None = None  # option count -> the prior divided out (choice questions)
+    # type -> b added to the log-odds of yes after the temperature (noul). Left out where none is served, even without
+    # exclude_none: run identities written before it existed (identity.json, evaluation records) compare equal
+    intercept: dict[str, float] | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class RunIdentity(BaseModel):

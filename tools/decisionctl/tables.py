@@ -7,6 +7,7 @@ from typing import Any
 
 from decision_adapter.schemas import DecisionResponse
 
+from decisionctl.evaluation import intercepts
 from decisionctl.readback import readback_of
 
 
@@ -147,11 +148,13 @@ def calibration(fit: Mapping[str, Any]) -> str:
         row = [t, v["fit_cases"], v["heldout_cases"], num(v["temperature_before"]), fitted]
         rows.append([*row, *(num(v[m]) for m in measured), verdict])
     out = [table(_CALIBRATION_HEADERS, rows)]
+    if (pair := intercepts.summary(fit["per_type"].get("noul") or {})) is not None:
+        out.append(pair)
     if any(v["at_search_bound"] for v in fit["per_type"].values()):
         out.append("A fit at the search bound means the scores of that type carry little usable signal on these cases.")
-    before, after = num(fit["heldout_ece_before"]), num(fit["heldout_ece_after"])
     verdict = "calibration lowered it." if fit["improved"] else "calibration did NOT lower the held-out ECE."
-    out.append(f"Held-out ECE ({fit['heldout_cases']} cases): {before} before, {after} after: {verdict}")
+    ece = f"{num(fit['heldout_ece_before'])} before, {num(fit['heldout_ece_after'])} after"
+    out.append(f"Held-out ECE ({fit['heldout_cases']} cases): {ece}: {verdict}")
     return "\n".join(out)
 
 

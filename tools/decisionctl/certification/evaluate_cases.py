@@ -12,6 +12,7 @@ from typing import Any
 from decisionctl import tables
 from decisionctl.certification import bands, manifests, policies
 from decisionctl.certification.results import AUTOMATION_DIR, evaluation_results, write_automation_plots
+from decisionctl.certification.served_calibration import served_intercept
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import Case, CaseError, load_cases
 from decisionctl.transport import RetryPolicy, Sender
@@ -213,7 +214,12 @@ def _fit(
     }
     try:
         fitted, calibration = scoring.fit_calibration(
-            scored.predictions, cases.out, holdout=fit.holdout, seed=fit.seed, provenance=provenance
+            scored.predictions,
+            cases.out,
+            holdout=fit.holdout,
+            seed=fit.seed,
+            provenance=provenance,
+            served_intercept=served_intercept(identity, "noul"),
         )
     except ValueError as exc:
         say(f"cannot fit calibration: {exc}")

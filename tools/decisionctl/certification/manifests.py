@@ -23,17 +23,18 @@ class ManifestRefused(ValueError):
 def write_temperatures(
     path: Path, calibration: Calibration, *, served: Mapping[str, Any] | None, improved: bool
 ) -> str:
-    """Fitted temperatures into the manifest at `path` if they lowered the held-out ECE; what happened, as text.
-    `served`: the run identity the predictions were made under (served_under)."""
+    """Fitted temperatures (and a yes/no intercept) into the manifest at `path` if they lowered the held-out ECE; what
+    happened, as text. `served`: the run identity the predictions were made under (served_under)."""
     manifest = served_under(path, served)
     if not improved:
-        return f"{path} was not changed, because the fitted temperatures did not lower the held-out ECE"
+        return f"{path} was not changed, because the fitted calibration did not lower the held-out ECE"
     if manifest.calibration is not None and manifest.calibration.slot_prior is not None:
         # the temperatures were fitted on answers the prior had already been divided out of: keep it with them
         calibration = calibration.model_copy(update={"slot_prior": manifest.calibration.slot_prior})
     write_manifest(manifest.model_copy(update={"calibration": calibration}), path)
+    written = "the temperatures and the yes/no intercept" if calibration.intercept else "the temperatures"
     return (
-        f"wrote the temperatures into {path}; restart the adapter (or re-run package-model and "
+        f"wrote {written} into {path}; restart the adapter (or re-run package-model and "
         "redeploy) and run evaluate again into a new --out directory to confirm"
     )
 

@@ -1,12 +1,13 @@
-"""Whether scored predictions were made under a manifest's calibration: its temperatures and its slot prior, as the
-run identity (x_run.calibration) reports them. What evaluate writes into a manifest is measured under it or refused."""
+"""Whether scored predictions were made under a manifest's calibration: its temperatures, its yes/no intercept and its
+slot prior, as the run identity (x_run.calibration) reports them. What evaluate writes into a manifest is measured under
+it or refused."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from decision_adapter.manifest import Manifest
+from decision_adapter.manifest import Calibration, Manifest
 
 PRIOR_DIGITS = 6  # x_run reports the prior rounded so (decision_adapter.calibration)
 
@@ -15,10 +16,11 @@ def calibration_mismatch(
     identity: Mapping[str, Any] | None, manifest: Manifest, *, temperatures_too: bool = True
 ) -> str | None:
     """What differs between the calibration the run served and the manifest's, in words; None where they agree.
-    Without `temperatures_too` only the slot prior is compared (a temperature fit works from the temperatures the
-    answers report, whichever they were; the prior it cannot undo)."""
+    Without `temperatures_too` only the slot prior is compared (a temperature fit works from the temperatures and the
+    intercept the answers were served with, whichever they were, and takes the intercept off; the prior it cannot
+    undo)."""
     calibration = (identity or {}).get("calibration") or {}
-    source, temperatures = calibration.get("source"), calibration.get("temperature") or {}
+    source = calibration.get("source")
     if manifest.calibration is None:
         if source == "manifest" and temperatures_too:
             return f"the cases were scored under calibration {dict(calibration)}, which is not the manifest's (none)"
@@ -31,15 +33,33 @@ def calibration_mismatch(
             f"the cases were scored under the slot prior {served_prior or 'none'}, but the manifest holds "
             f"{held or 'none'} (the adapter was not restarted on it, or the predictions in --out are older)"
         )
-    if not temperatures_too:
-        return None
-    wanted = {t: manifest.calibration.for_type(t) for t in temperatures}
-    if source != "manifest" or {t: float(v) for t, v in temperatures.items()} != wanted:
+    return _scaling_mismatch(identity, manifest.calibration) if temperatures_too else None
+
+
+def _scaling_mismatch(identity: Mapping[str, Any] | None, held: Calibration) -> str | None:
+    """What differs between the temperatures and the yes/no intercept the run served and the manifest's `held`."""
+    calibration = (identity or {}).get("calibration") or {}
+    temperatures = calibration.get("temperature") or {}
+    wanted = {t: held.for_type(t) for t in temperatures}
+    if calibration.get("source") != "manifest" or {t: float(v) for t, v in temperatures.items()} != wanted:
         return (
             f"the cases were scored under calibration {dict(calibration)}, which is not the manifest's "
-            f"({manifest.calibration.temperature or 'no temperatures'})"
+            f"({held.temperature or 'no temperatures'})"
+        )
+    served_b = {t: float(b) for t, b in (calibration.get("intercept") or {}).items() if b}  # 0 is none
+    held_b = {t: b for t, b in (held.intercept or {}).items() if b}
+    if served_b != held_b:
+        return (
+            f"the cases were scored under the yes/no intercept {served_b or 'none'}, but the manifest holds "
+            f"{held_b or 'none'} (the adapter was not restarted on it, or the predictions in --out are older)"
         )
     return None
+
+
+def served_intercept(identity: Mapping[str, Any] | None, qtype: str) -> float:
+    """The intercept the run served for this type (x_run.calibration.intercept; 0 where it reports none)."""
+    calibration = (identity or {}).get("calibration") or {}
+    return float((calibration.get("intercept") or {}).get(qtype, 0.0))
 
 
 def _prior(slots: Mapping[str, Any] | None) -> dict[str, list[float]]:

@@ -39,7 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
     p.add_argument("--restart", action="store_true", help="forget earlier predictions in --out and score everything")
     options.add_retry(p)
-    p.add_argument("--fit-calibration", action="store_true", help="fit per-type temperature, report held-out ECE")
+    p.add_argument(
+        "--fit-calibration",
+        action="store_true",
+        help="fit per-type temperature (yes/no: with an intercept), report held-out ECE",
+    )
     p.add_argument("--holdout", type=float, default=0.4, help="held-out fraction per type for --fit-calibration (0.4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fit/held-out split (0)")
     p.add_argument(

@@ -249,10 +249,17 @@ def write_plots(out: Path, preds: Sequence[Prediction], recommendation: dict[str
 
 
 def fit_calibration(
-    preds: Sequence[Prediction], out: Path, *, holdout: float, seed: int, provenance: dict[str, Any]
+    preds: Sequence[Prediction],
+    out: Path,
+    *,
+    holdout: float,
+    seed: int,
+    provenance: dict[str, Any],
+    served_intercept: float = 0.0,
 ) -> tuple[dict[str, Any], Any]:
-    """Fit per-type temperature; returns the JSON-ready report and the manifest Calibration block."""
-    fitted = temperatures.fit(preds, holdout=holdout, seed=seed)
+    """Fit per-type temperature (and the yes/no intercept with its temperature); returns the JSON-ready report and
+    the manifest Calibration block. `served_intercept`: the yes/no intercept the answers were served with."""
+    fitted = temperatures.fit(preds, holdout=holdout, seed=seed, served_intercept=served_intercept)
     before, after = fitted.pop("heldout_before"), fitted.pop("heldout_after")
     plots.reliability_diagram(
         out / HELDOUT_PNG,

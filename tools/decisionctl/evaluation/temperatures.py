@@ -2,25 +2,25 @@
 
 The adapter returns p = softmax(s / T0) with T0 the temperature in force (x_run). A new temperature
 T gives p' proportional to p ** (T0 / T), so the exponent a = T0 / T is fitted on the returned
-probabilities by minimising the negative log-likelihood of the expected options, and T = T0 / a.
+probabilities by minimising the negative log-likelihood of the expected options, and T = T0 / a. For
+yes/no the temperature and an intercept on the log-odds of yes are also fitted together (intercepts.py).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from decision_adapter.manifest import Calibration
 
-from decisionctl.evaluation import metrics
+from decisionctl.evaluation import intercepts, metrics
 from decisionctl.evaluation.cases import Prediction, predicted_index
+from decisionctl.evaluation.search import LOG_A_BOUNDS, golden_section
 
 _FLOOR = 1e-12  # a probability the endpoint rounded to 0 still carries a finite (large) penalty
-_LOG_A_BOUNDS = (math.log(1e-2), math.log(1e2))
-_GOLDEN = (math.sqrt(5) - 1) / 2
 
 
 def sharpen(probs: Sequence[float], exponent: float) -> list[float]:
@@ -50,27 +50,11 @@ def nll(preds: Sequence[Prediction], exponent: float) -> float:
     return -sum(math.log(max(sharpen(p.probs, exponent)[p.expected_index], _FLOOR)) for p in preds) / len(preds)
 
 
-def golden_section(f: Callable[[float], float], lo: float, hi: float, tol: float = 1e-5) -> float:
-    """Minimiser of a unimodal f on [lo, hi]."""
-    x1, x2 = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
-    f1, f2 = f(x1), f(x2)
-    while hi - lo > tol:
-        if f1 <= f2:
-            hi, x2, f2 = x2, x1, f1
-            x1 = hi - _GOLDEN * (hi - lo)
-            f1 = f(x1)
-        else:
-            lo, x1, f1 = x1, x2, f2
-            x2 = lo + _GOLDEN * (hi - lo)
-            f2 = f(x2)
-    return (lo + hi) / 2
-
-
 def fit_exponent(preds: Sequence[Prediction]) -> float:
     """The exponent a = T0 / T that minimises the negative log-likelihood (1.0 when there is nothing to fit)."""
     if not preds:
         return 1.0
-    return math.exp(golden_section(lambda log_a: nll(preds, math.exp(log_a)), *_LOG_A_BOUNDS))
+    return math.exp(golden_section(lambda log_a: nll(preds, math.exp(log_a)), *LOG_A_BOUNDS))
 
 
 def split(preds: Sequence[Prediction], holdout: float, seed: int) -> tuple[list[Prediction], list[Prediction]]:
@@ -88,12 +72,18 @@ def split(preds: Sequence[Prediction], holdout: float, seed: int) -> tuple[list[
     return fit, held
 
 
-def fit(preds: Sequence[Prediction], *, holdout: float = 0.4, seed: int = 0) -> dict[str, Any]:
-    """Fit one temperature per type on the fit part and check it on the held-out part.
+def fit(
+    preds: Sequence[Prediction], *, holdout: float = 0.4, seed: int = 0, served_intercept: float = 0.0
+) -> dict[str, Any]:
+    """Fit one temperature per type on the fit part and check it on the held-out part; for yes/no also the
+    temperature and an intercept together (intercepts.py). `served_intercept`: the yes/no intercept the answers
+    were served with (x_run.calibration.intercept), taken off before anything is fitted.
 
     A type's fitted temperature is applied only if it lowers that type's held-out ECE; otherwise the
-    temperature in force is kept. (The held-out part then also chose what to apply, so the overall
-    "after" figure is slightly optimistic: re-run evaluate on fresh cases to confirm.)
+    temperature in force is kept. The yes/no pair is applied only if it lowers the held-out ECE below what
+    would be applied without it (the temperature alone, or the calibration in force). (The held-out part then
+    also chose what to apply, so the overall "after" figure is slightly optimistic: re-run evaluate on fresh
+    cases to confirm.)
     """
     fit_part, held = split(preds, holdout, seed)
     fit_groups, held_groups = metrics.by_type(fit_part), metrics.by_type(held)
@@ -108,25 +98,35 @@ def fit(preds: Sequence[Prediction], *, holdout: float = 0.4, seed: int = 0) -> 
                 "bucket) or the endpoint's calibration changed during the run (re-run evaluate with --restart)"
             )
         t0 = temps.pop()
-        exponent = fit_exponent(fit_groups.get(qtype, []))
         before = held_groups.get(qtype, [])
-        ece_before, ece_fitted = metrics.ece(before), metrics.ece([rescale(p, exponent) for p in before])
+        b0 = served_intercept if qtype == "noul" else 0.0
+        # a temperature is a power of the distribution only without an intercept: fitted where it is taken off
+        fit_base = [intercepts.unshifted(p, b0) for p in fit_groups.get(qtype, [])]
+        held_base = [intercepts.unshifted(p, b0) for p in before]
+        exponent = fit_exponent(fit_base)
+        ece_before, ece_fitted = metrics.ece(before), metrics.ece([rescale(p, exponent) for p in held_base])
         applied = ece_before is not None and ece_fitted is not None and ece_fitted < ece_before
-        held_after += [rescale(p, exponent if applied else 1.0) for p in before]
+        chosen = [rescale(p, exponent) for p in held_base] if applied else [rescale(p, 1.0) for p in before]
         per_type[qtype] = {
             "temperature_before": t0,
             "fitted_temperature": t0 / exponent,
             "exponent": exponent,
-            "at_search_bound": not _LOG_A_BOUNDS[0] + 1e-3 < math.log(exponent) < _LOG_A_BOUNDS[1] - 1e-3,
+            "at_search_bound": not LOG_A_BOUNDS[0] + 1e-3 < math.log(exponent) < LOG_A_BOUNDS[1] - 1e-3,
             "applied": applied,
             "temperature": t0 / exponent if applied else t0,
-            "fit_cases": len(fit_groups.get(qtype, [])),
+            "fit_cases": len(fit_base),
             "heldout_cases": len(before),
             "heldout_ece_before": ece_before,
             "heldout_ece_after": ece_fitted,
             "heldout_nll_before": nll(before, 1.0) if before else None,
-            "heldout_nll_after": nll(before, exponent) if before else None,
+            "heldout_nll_after": nll(held_base, exponent) if before else None,
         }
+        if qtype == "noul":
+            without = ece_fitted if applied else ece_before
+            kept = 0.0 if applied else b0  # the intercept that applies without the pair
+            pair, chosen = _fit_pair(fit_base, held_base, chosen, t0=t0, b0=b0, kept=kept, without=without)
+            per_type[qtype].update(pair)
+        held_after += chosen
     ece_before, ece_after = metrics.ece(held), metrics.ece(held_after)
     return {
         "holdout": holdout,
@@ -142,8 +142,44 @@ def fit(preds: Sequence[Prediction], *, holdout: float = 0.4, seed: int = 0) -> 
     }
 
 
+def _fit_pair(
+    fit_base: list[Prediction],
+    held_base: list[Prediction],
+    chosen: list[Prediction],
+    *,
+    t0: float,
+    b0: float,
+    kept: float,
+    without: float | None,
+) -> tuple[dict[str, Any], list[Prediction]]:
+    """The yes/no temperature and intercept fitted together on the fit part (answers with the served intercept `b0`
+    taken off), checked on the held-out part against `without` (the held-out ECE of `chosen`, what applies without the
+    pair, whose intercept is `kept`): the report's fields, and the held-out answers as they would then be served."""
+    pair = intercepts.fit_pair(fit_base)
+    shifted = [intercepts.platt(p, pair.exponent, pair.intercept) for p in held_base]
+    ece_pair = metrics.ece(shifted)
+    applied = ece_pair is not None and without is not None and ece_pair < without
+    report = {
+        "intercept_before": b0,
+        "pair_temperature": t0 / pair.exponent,
+        "pair_exponent": pair.exponent,
+        "pair_intercept": pair.intercept,
+        "pair_at_search_bound": pair.at_search_bound,
+        "heldout_ece_without_pair": without,
+        "heldout_ece_pair": ece_pair,
+        "heldout_nll_pair": intercepts.nll(held_base, pair.exponent, pair.intercept) if held_base else None,
+        "pair_applied": applied,
+        "intercept": pair.intercept if applied else kept,
+    }
+    if applied:
+        report["temperature"] = t0 / pair.exponent
+    return report, shifted if applied else chosen
+
+
 def to_calibration(result: dict[str, Any], provenance: dict[str, Any]) -> Calibration:
     temperatures = {t: round(v["temperature"], 6) for t, v in result["per_type"].items()}
+    noul = result["per_type"].get("noul") or {}
+    intercept = round(noul.get("intercept", 0.0), 6)
     fitted_on = {
         **provenance,
         "holdout": result["holdout"],
@@ -154,4 +190,16 @@ def to_calibration(result: dict[str, Any], provenance: dict[str, Any]) -> Calibr
         "heldout_ece_after": result["heldout_ece_after"],
         "applied": {t: v["applied"] for t, v in result["per_type"].items()},
     }
-    return Calibration(temperature=temperatures, fitted_on=fitted_on)
+    if "pair_applied" in noul:  # the yes/no temperature and intercept fitted together, written or not
+        fitted_on["intercept_fit"] = {
+            "noul": {
+                "temperature": round(noul["pair_temperature"], 6),
+                "intercept": round(noul["pair_intercept"], 6),
+                "heldout_ece_without": noul["heldout_ece_without_pair"],
+                "heldout_ece_with": noul["heldout_ece_pair"],
+                "applied": noul["pair_applied"],
+            }
+        }
+    return Calibration(
+        temperature=temperatures, fitted_on=fitted_on, intercept={"noul": intercept} if intercept else None
+    )

@@ -1,0 +1,136 @@
+"""evaluate --fit-calibration's yes/no temperature and intercept fitted together: a planted shift recovered, an
+intercept the answers were served with taken off first, nothing written where the held-out ECE does not fall, and
+predictions refused for a policy where they were served under another intercept than the manifest's."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
+from decisionctl import tables
+from decisionctl.certification import manifests
+from decisionctl.certification.served_calibration import calibration_mismatch
+from decisionctl.evaluation import temperatures
+from decisionctl.evaluation.cases import Prediction
+
+SHA = "cd" * 32
+PLANTED = -1.2
+
+
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def noul(pid: str, p_yes: float, expected: int, temperature: float = 1.0) -> Prediction:
+    probs = [p_yes, 1.0 - p_yes]
+    picked = 0 if p_yes >= 0.5 else 1
+    return Prediction(pid, "noul", ["yes", "no"], probs, expected, picked, probs[picked], None, temperature, SHA, 0.0)
+
+
+def leaning(n: int, *, served_temperature: float, served_intercept: float, seed: int) -> list[Prediction]:
+    """A model that leans to yes (its log-odds z mostly above 0), served as sigmoid(z / T0 + b0); the truth is
+    sigmoid(z / T0 + PLANTED): the planted shift, at the temperature served."""
+    rng = random.Random(seed)
+    preds = []
+    for i in range(n):
+        z = rng.gauss(1.0, 1.0) * served_temperature
+        truth = sigmoid(z / served_temperature + PLANTED)
+        label = 0 if rng.random() < truth else 1
+        preds.append(noul(f"n{i:04d}", sigmoid(z / served_temperature + served_intercept), label, served_temperature))
+    return preds
+
+
+def test_the_fit_recovers_a_planted_shift_and_writes_it() -> None:
+    result = temperatures.fit(leaning(3000, served_temperature=1.0, served_intercept=0.0, seed=4), seed=0)
+    fitted = result["per_type"]["noul"]
+    assert fitted["pair_intercept"] == pytest.approx(PLANTED, abs=0.1)
+    assert fitted["pair_temperature"] == pytest.approx(1.0, rel=0.1)
+    assert fitted["pair_applied"] and fitted["heldout_ece_pair"] < fitted["heldout_ece_without_pair"]
+    assert result["improved"]
+    block = temperatures.to_calibration(result, {"cases_file": "synthetic"})
+    assert block.intercept is not None and block.intercept["noul"] == pytest.approx(PLANTED, abs=0.1)
+    assert block.fitted_on["intercept_fit"]["noul"]["applied"] is True
+    assert "noul temperature and intercept fitted together" in tables.calibration(result)
+
+
+def test_an_intercept_the_answers_were_served_with_is_taken_off_before_the_fit() -> None:
+    served = leaning(3000, served_temperature=2.0, served_intercept=-0.5, seed=5)
+    result = temperatures.fit(served, seed=0, served_intercept=-0.5)
+    fitted = result["per_type"]["noul"]
+    assert fitted["intercept_before"] == -0.5
+    assert fitted["pair_intercept"] == pytest.approx(PLANTED, abs=0.1)  # not PLANTED - b0: b0 was taken off
+    assert fitted["pair_temperature"] == pytest.approx(2.0, rel=0.1)
+    assert fitted["pair_applied"]
+    assert temperatures.to_calibration(result, {}).intercept_for("noul") == pytest.approx(PLANTED, abs=0.1)
+
+
+def test_nothing_is_written_where_the_pair_does_not_lower_the_heldout_ece(tmp_path: Path) -> None:
+    """Fit part: always right at 0.6 (the fit pushes hard); held-out part: right half the time (that hurts)."""
+    template = [noul(f"n{i:02d}", 0.6, 0, 1.5) for i in range(20)]
+    _, held = temperatures.split(template, 0.4, seed=0)
+    flip = sorted(p.id for p in held)[: len(held) // 2]
+    preds = [noul(p.id, 0.6, 1 if p.id in flip else 0, 1.5) for p in template]
+    result = temperatures.fit(preds, holdout=0.4, seed=0)
+    fitted = result["per_type"]["noul"]
+    assert not fitted["pair_applied"] and fitted["heldout_ece_pair"] >= fitted["heldout_ece_without_pair"]
+    assert not result["improved"]
+    block = temperatures.to_calibration(result, {})
+    assert block.intercept is None and block.for_type("noul") == 1.5
+    path = tmp_path / "manifest.json"
+    write_manifest(Manifest(model_file="m.gguf", sha256=SHA, size_bytes=1), path)
+    before = path.read_bytes()
+    identity = {"model_sha256": SHA, "calibration": {"source": "identity", "temperature": {"noul": 1.5}}}
+    said = manifests.write_temperatures(path, block, served=identity, improved=result["improved"])
+    assert "was not changed" in said and path.read_bytes() == before
+
+
+def test_a_fitted_intercept_is_written_into_the_manifest(tmp_path: Path) -> None:
+    result = temperatures.fit(leaning(2000, served_temperature=1.0, served_intercept=0.0, seed=3), seed=0)
+    path = tmp_path / "manifest.json"
+    write_manifest(Manifest(model_file="m.gguf", sha256=SHA, size_bytes=1), path)
+    identity = {"model_sha256": SHA, "calibration": {"source": "identity", "temperature": {"noul": 1.0}}}
+    said = manifests.write_temperatures(
+        path, temperatures.to_calibration(result, {}), served=identity, improved=result["improved"]
+    )
+    assert "the yes/no intercept" in said
+    written = read_manifest(path).calibration
+    assert written is not None and written.intercept_for("noul") == pytest.approx(PLANTED, abs=0.15)
+
+
+def test_predictions_served_under_another_intercept_are_not_the_manifests() -> None:
+    manifest = Manifest(
+        model_file="m.gguf",
+        sha256=SHA,
+        size_bytes=1,
+        calibration=Calibration(temperature={"noul": 2.0}, intercept={"noul": -1.15}),
+    )
+    served = {"source": "manifest", "temperature": {"noul": 2.0, "choice": 1.0, "score": 1.0}}
+    assert calibration_mismatch({"calibration": {**served, "intercept": {"noul": -1.15}}}, manifest) is None
+    mismatch = calibration_mismatch({"calibration": served}, manifest)
+    assert mismatch is not None and "yes/no intercept none" in mismatch
+    other = calibration_mismatch({"calibration": {**served, "intercept": {"noul": 0.5}}}, manifest)
+    assert other is not None and "intercept" in other
+    # a fit takes the served intercept off, so it does not refuse on it
+    assert calibration_mismatch({"calibration": served}, manifest, temperatures_too=False) is None
+
+
+def test_the_decider_benchmark_serves_a_manifests_intercept_exactly() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import decider_stats
+    finally:
+        sys.path.pop(0)
+    preds = [noul("a", 0.8, 0, temperature=2.0), noul("b", 0.3, 1, temperature=2.0)]
+    manifest = Manifest(
+        model_file="m.gguf", sha256=SHA, size_bytes=1, calibration=Calibration(intercept={"noul": -1.15})
+    )
+    got = decider_stats.served_under(preds, manifest)
+    for before, after in zip(preds, got, strict=True):  # T 2 -> 1 doubles the log-odds, then b
+        z = math.log(before.probs[0] / before.probs[1])
+        assert after.probs[0] == pytest.approx(sigmoid(2.0 * z - 1.15), abs=1e-9)
+    plain = decider_stats.served_under(preds, manifest.model_copy(update={"calibration": None}))
+    assert plain[0].probs[0] == pytest.approx(sigmoid(2.0 * math.log(4.0)), abs=1e-9)
