@@ -122,7 +122,7 @@ def test_batch_run_sends_json_lines_to_the_component_and_waits(runtime, tmp_path
 
 
 def _args(**given: Any) -> Any:
-    defaults = {"inference_component": None, "endpoint": None, "outputs": None, "env": "dev"}
+    defaults = {"inference_component": None, "endpoint": None, "outputs": None, "url": None, "env": "dev"}
     return type("Args", (), {**defaults, **given})()
 
 

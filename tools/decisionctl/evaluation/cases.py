@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,20 @@ def predicted_index(qtype: str, probs: Sequence[float]) -> int:
     """The option an answer picks: noul yes when p(yes) >= 0.5, otherwise the most probable option."""
     picked: int = kind_of(qtype).pick(probs)
     return picked
+
+
+def reanswered(pred: Prediction, probs: list[float], *, temperature: float) -> Prediction:
+    """The prediction as the endpoint would make it with these probabilities, served under `temperature` (its pick
+    and confidence follow; the contract's own confidence is not recomputed)."""
+    picked = predicted_index(pred.type, probs)
+    return replace(
+        pred,
+        probs=probs,
+        predicted_index=picked,
+        confidence=probs[picked],
+        temperature=temperature,
+        contract_confidence=None,
+    )
 
 
 def describe_invalid(exc: ValidationError) -> str:

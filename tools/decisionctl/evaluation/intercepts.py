@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy.typing as npt
 from decision_adapter.contract import MAX_INTERCEPT
 from decision_adapter.signals import shift_log_odds
 
-from decisionctl.evaluation.cases import Prediction, predicted_index
+from decisionctl.evaluation.cases import Prediction, reanswered
 from decisionctl.evaluation.search import LOG_A_BOUNDS, golden_section
 
 _FLOOR = 1e-12  # as temperatures._FLOOR: a probability rounded to 0 or 1 keeps a finite log-odds
@@ -43,16 +43,7 @@ def log_odds(pred: Prediction) -> float:
 def with_log_odds(pred: Prediction, z: float, *, temperature: float) -> Prediction:
     """The prediction as the endpoint would make it with log-odds of yes z, under `temperature`."""
     yes, no = shift_log_odds(1.0, 1.0, z)  # sigmoid(z), sigmoid(-z)
-    probs = [yes, no]
-    predicted = predicted_index(pred.type, probs)
-    return replace(
-        pred,
-        probs=probs,
-        predicted_index=predicted,
-        confidence=probs[predicted],
-        temperature=temperature,
-        contract_confidence=None,
-    )
+    return reanswered(pred, [yes, no], temperature=temperature)
 
 
 def unshifted(pred: Prediction, served_intercept: float) -> Prediction:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from decision_adapter.manifest import Calibration
 
 from decisionctl.evaluation import intercepts, metrics
-from decisionctl.evaluation.cases import Prediction, predicted_index
+from decisionctl.evaluation.cases import Prediction, reanswered
 from decisionctl.evaluation.search import LOG_A_BOUNDS, golden_section
 
 _FLOOR = 1e-12  # a probability the endpoint rounded to 0 still carries a finite (large) penalty
@@ -34,16 +33,7 @@ def sharpen(probs: Sequence[float], exponent: float) -> list[float]:
 
 def rescale(pred: Prediction, exponent: float) -> Prediction:
     """The prediction as the endpoint would make it with temperature T0 / exponent."""
-    probs = sharpen(pred.probs, exponent)
-    predicted = predicted_index(pred.type, probs)
-    return replace(
-        pred,
-        probs=probs,
-        predicted_index=predicted,
-        confidence=probs[predicted],
-        temperature=pred.temperature / exponent,
-        contract_confidence=None,
-    )
+    return reanswered(pred, sharpen(pred.probs, exponent), temperature=pred.temperature / exponent)
 
 
 def nll(preds: Sequence[Prediction], exponent: float) -> float:
