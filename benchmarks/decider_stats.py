@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,10 @@ from decision_adapter.policy import Policy, verdict
 from decisionctl.certification.bands import question_key
 from decisionctl.certification.bounds import upper_bound
 from decisionctl.evaluation import intercepts, metrics, temperatures
-from decisionctl.evaluation.cases import Prediction, predicted_index
+from decisionctl.evaluation.cases import Prediction
 from decisionctl.evaluation.search import golden_section
 
 Z = 1.96
-FLOOR = 1e-9
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -53,25 +51,16 @@ def accuracy_row(preds: Sequence[Prediction]) -> dict[str, Any]:
     return row
 
 
-def with_probs(pred: Prediction, probs: list[float]) -> Prediction:
-    picked = predicted_index(pred.type, probs)
-    return replace(pred, probs=probs, predicted_index=picked, confidence=probs[picked])
-
-
 def shifted(pred: Prediction, intercept: float) -> Prediction:
-    """A yes/no answer with `intercept` added to its log-odds of yes (options in the order yes, no)."""
-    yes = min(max(pred.probs[0], FLOOR), 1 - FLOOR)
-    p = 1 / (1 + math.exp(-(math.log(yes / (1 - yes)) + intercept)))
-    return with_probs(pred, [p, 1 - p])
+    """A yes/no answer with `intercept` added to its log-odds of yes, its temperature kept (decisionctl's Platt map
+    with an exponent of 1)."""
+    return intercepts.platt(pred, 1.0, intercept)
 
 
 def fit_intercept(preds: Sequence[Prediction]) -> float:
-    """The log-odds shift of yes that minimises the negative log-likelihood on these yes/no cases."""
-
-    def nll(b: float) -> float:
-        return -sum(math.log(max(shifted(p, b).probs[p.expected_index], FLOOR)) for p in preds)
-
-    return golden_section(nll, -6.0, 6.0)
+    """The log-odds shift of yes alone (the temperature kept) that minimises the negative log-likelihood on these
+    yes/no cases."""
+    return golden_section(lambda b: intercepts.nll(preds, 1.0, b), -6.0, 6.0)
 
 
 def fit_temperatures(preds: Sequence[Prediction]) -> dict[str, float]:
