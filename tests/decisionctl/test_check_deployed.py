@@ -337,15 +337,18 @@ def test_adapters_reached_by_url_are_checked_without_aws(
 ) -> None:
     """--url: the record (made at 2 threads) held against an adapter at 4 threads of the same artifact and settings
     (passes: it answers within the tolerance) and against adapter B (another debias mode: fails), one variant each,
-    exit 1; no AWS client is made (boto3 would need a region and credentials here)."""
+    exit 1; no AWS client is made (boto3 would need a region and credentials here). The 4-thread adapter wants an API
+    key: --api-key sends it (without it every case there is refused with 401 and the variant fails unscored)."""
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
-    four = start_app(model_dir=served["model"], env={"SM_LLAMA_CPP_THREADS": "4"})
+    keyed = {"SM_LLAMA_CPP_THREADS": "4", "DECISION_API_KEY": "check-key"}  # B has no key: the key is sent to both
+    four = start_app(model_dir=served["model"], env=keyed)
     out = served["tmp"] / "urls"
     try:
         code = cli.main(
             [
                 *("check-deployed", "--env", "dev", "--url", four.url, "--url", served["b"].url),
+                *("--api-key", "check-key"),
                 *("--cdk-json", str(served["cdk_json"]), "--out", str(out / "runs"), "--json", str(out / "r.json")),
             ]
         )

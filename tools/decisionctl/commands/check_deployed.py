@@ -14,15 +14,13 @@ from decisionctl.transport import HttpSender, Sender
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
-        "Describe each decision endpoint (it must be InService) and score the suite cdk.json names for --env on "
-        "every production variant (TargetVariant), from scratch. A variant fails when a case is not scored, when "
-        "its run identity names another model, calibration or policy than the record "
-        "(environments.<env>.evaluation.record), when any case's probabilities move more than "
-        "tolerance.probability from the record's, or when more than tolerance.flips picks flip. Shadow variants "
-        "are listed, not checked. A components endpoint is invoked through its inference component "
-        "(--inference-component, or the outputs' <Section>InferenceComponentName) and waited for while it scales from "
-        "zero (--capacity-wait). --url checks adapters reached directly instead (a laptop's, another build's), each as "
-        "one variant. Prints Markdown; exits 1 when a variant fails."
+        "Describe each decision endpoint (InService) and score the suite cdk.json names for --env on every production "
+        "variant (TargetVariant). A variant fails when a case is unscored, when its run identity names another model, "
+        "calibration or policy than the record (environments.<env>.evaluation.record), when a case's probabilities move "
+        "more than tolerance.probability or more than tolerance.flips picks flip. Shadow variants are listed. A "
+        "components endpoint is invoked through its inference component (--inference-component, or the outputs' "
+        "<Section>InferenceComponentName), waited for from zero (--capacity-wait). --url checks adapters reached directly"
+        " (a laptop's, another build's; --api-key if keyed), one variant each. Exits 1 if one fails."
     )
     p.add_argument("--env", required=True, help="the environment in cdk.json whose suite, record and tolerance to use")
     target = p.add_mutually_exclusive_group(required=True)
@@ -36,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     target.add_argument("--url", action="append", help="an adapter reached directly, one variant; no AWS (repeatable)")
     p.add_argument("--region", help="AWS region of the endpoints (default: from the AWS configuration)")
+    options.add_api_key(p)
     options.add_component(p)  # with one --endpoint; --outputs names each components endpoint's own
     p.add_argument("--cdk-json", default="cdk.json", metavar="PATH", help="the project's cdk.json (./cdk.json)")
     p.add_argument(
@@ -51,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.url:  # each URL one variant: a laptop's or another build's adapter held to the record, no AWS call
-        return check(args, sagemaker=None, sender_for=lambda url, *_: HttpSender(url, timeout_s=args.timeout))
+        direct = {"api_key": args.api_key, "timeout_s": args.timeout}
+        return check(args, sagemaker=None, sender_for=lambda url, *_: HttpSender(url, **direct))
     import boto3
 
     if args.inference_component and (not args.endpoint or len(args.endpoint) != 1):

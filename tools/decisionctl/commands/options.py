@@ -72,12 +72,16 @@ def add_target(parser: argparse.ArgumentParser, *, required: bool = True) -> Non
         default=DEFAULT_ROUTE,
         help="path for --url (default /v1/systemone; /invocations is what SageMaker calls)",
     )
-    group.add_argument(
+    add_api_key(group)
+    add_timeout(group)
+
+
+def add_api_key(parser: Any) -> None:
+    parser.add_argument(
         "--api-key",
         default=os.environ.get(API_KEY_ENV),
         help=f"sent as 'Authorization: Bearer KEY' with --url (default: ${API_KEY_ENV})",
     )
-    add_timeout(group)
 
 
 def add_timeout(parser: Any) -> None:
