@@ -127,3 +127,25 @@ def floors(module: str) -> int:
     only the version, does not count)."""
     below = GRAPH[module] - {"decision_adapter"}
     return 1 + max((floors(d) for d in below), default=0)
+
+
+def type_names(modules: dict[str, Path] = MODULES) -> dict[str, list[str]]:
+    """Each public class or type alias (a capitalised name bound at module level to a class, a union or a subscript)
+    and the modules that define it."""
+    found: dict[str, list[str]] = {}
+    for module, path in modules.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                name = node.name
+            elif (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(target := node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Subscript | ast.BinOp)
+            ):
+                name = target.id
+            else:
+                continue
+            if name[0].isupper() and not name.isupper():
+                found.setdefault(name, []).append(module)
+    return found

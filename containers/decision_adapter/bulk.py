@@ -17,13 +17,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .contract import RecordId
 from .errors import AdapterError, InvalidRequest, RequestLimitExceeded, invalid_json, record_error, validation_detail
 from .schemas import DecisionRequest
 from .settings import AdapterSettings
 
 JSON_LINES = "application/jsonlines"
 MAX_PAYLOAD_MB = 100  # the most Batch Transform's MaxPayloadInMB allows
-RecordId = str | int | float | bool | None
 ID_NOT_SCALAR = {
     "loc": ["body", "id"],
     "msg": "must be a JSON scalar: string, number, boolean or null",

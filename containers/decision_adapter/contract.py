@@ -22,6 +22,8 @@ ANSWER_SHAPES: tuple[str, ...] = get_args(AnswerShape)
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MAX_QUESTIONS = 400  # questions in one request, on every route: OpenAI's own cap (DECISION_MAX_QUESTIONS lowers it)
 SINGLE_LABEL_MAX = 26  # options labelled by one letter each (A..Z); beyond, two-letter codes
+# A JSON Lines record's id as the caller wrote it (echoed on its answer line): any JSON scalar.
+RecordId = str | int | float | bool | None
 # The flags an answer's caller text can raise (x_input_flags; input_flags.py raises them, a policy reviews them).
 InputFlag = Literal["control_strings", "addressed_to_classifier", "instructs_decider"]
 INPUT_FLAGS: tuple[InputFlag, ...] = ("control_strings", "addressed_to_classifier", "instructs_decider")

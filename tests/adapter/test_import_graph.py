@@ -5,6 +5,7 @@ its error module at the bottom; decisionctl apart from the stacks; no module ove
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from tests.import_graph_support import (
     ADAPTER_FLOORS,
@@ -15,6 +16,7 @@ from tests.import_graph_support import (
     cycle,
     floors,
     package_cycle,
+    type_names,
 )
 
 
@@ -90,3 +92,20 @@ def test_no_test_module_imports_another() -> None:
                     importers[str(path.relative_to(ROOT))] = name
     assert len(list((ROOT / "tests").rglob("test_*.py"))) > 80  # the test modules were found
     assert importers == {}
+
+
+def test_each_public_type_has_one_name_across_the_packages() -> None:
+    """One name, one meaning, across the adapter, decisionctl, the stacks and the client: the client's HTTP reply is
+    `EndpointResponse` (the adapter's `schemas.Answer` is a decision's answer), decide's printout `DecideOutput` (the
+    adapter's `Decided` is a mini-batch's decision), the load test's `SendResult` (joins' `Outcome` is an outcome
+    row), cost's `CostedSection`; a type both sides need (`RecordId`) is defined once, in the contract."""
+    names = type_names()
+    assert len(names) > 200  # the packages' types were read
+    assert {name: modules for name, modules in names.items() if len(modules) > 1} == {}
+
+
+def test_a_name_defined_twice_is_seen(tmp_path: Path) -> None:
+    """The check above can fail: two modules defining `Answer` (a class and an alias) are found."""
+    (tmp_path / "a.py").write_text("class Answer:\n    status: int\n")
+    (tmp_path / "b.py").write_text("Answer = int | str\nMAX = 3\n")
+    assert type_names({"a": tmp_path / "a.py", "b": tmp_path / "b.py"}) == {"Answer": ["a", "b"]}

@@ -38,7 +38,7 @@ def test_dev_is_read_from_cdk_json_as_synth_sizes_it() -> None:
         ctx_size=dev["cpu"]["ctx_size"],
         contexts=dev["cpu"]["max_concurrency"],
     )
-    assert costs.Section("cpu", "ml.c6i.xlarge", 1, False, memory, 4, "") == DEV
+    assert costs.CostedSection("cpu", "ml.c6i.xlarge", 1, False, memory, 4, "") == DEV
     assert memory == 1024
     prod = costs.sections_of(cdk_context()["environments"]["prod"])
     assert [s.name for s in prod] == ["cpu", "gpu"] and prod[1].serverless_memory_mb is None

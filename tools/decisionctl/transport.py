@@ -1,8 +1,8 @@
 """Getting one decision body to an endpoint and its reply back: a local URL or a SageMaker endpoint.
 
 A sender sends once and reports what came back (status, body, Retry-After, latency), read as the client package's
-`Answer` (its Retry-After parser is the one both use); whether to try again is `send_with_retries`'s job, so `bench`
-can send without retrying and see every 429.
+`EndpointResponse` (its Retry-After parser is the one both use); whether to try again is `send_with_retries`'s job,
+so `bench` can send without retrying and see every 429.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 if TYPE_CHECKING:
-    from decision_endpoints_client import Answer
+    from decision_endpoints_client import EndpointResponse
 
 DEFAULT_ROUTE = "/v1/systemone"
 DEFAULT_TIMEOUT_S = 70.0  # SageMaker gives /invocations 60 s; a little more so its own error arrives first
@@ -49,7 +49,7 @@ class Reply:
         return not self.no_capacity and (self.status == TRANSPORT_ERROR or self.status in RETRYABLE_STATUSES)
 
     @classmethod
-    def of(cls, answer: Answer, latency_s: float, *, no_capacity: bool = False) -> Reply:
+    def of(cls, answer: EndpointResponse, latency_s: float, *, no_capacity: bool = False) -> Reply:
         """The reply an answer of the client package's stands for: its status, body, Retry-After and sends."""
         return cls(
             answer.status,
@@ -95,12 +95,12 @@ class Sender(Protocol):
 
 def http_reply(response: httpx.Response, latency_s: float) -> Reply:
     """The reply an HTTP response stands for, its Retry-After read as the client package reads it."""
-    from decision_endpoints_client import Answer
+    from decision_endpoints_client import EndpointResponse
     from decision_endpoints_client.invocation import RETRY_AFTER
 
     retry_after = response.headers.get("Retry-After")
     headers = {RETRY_AFTER: retry_after} if retry_after is not None else {}
-    return Reply.of(Answer(response.status_code, response.content, headers), latency_s)
+    return Reply.of(EndpointResponse(response.status_code, response.content, headers), latency_s)
 
 
 class HttpSender:

@@ -10,7 +10,7 @@ from decision_endpoints_client.invocation import (
     INVOKED_VARIANT,
     NO_CAPACITY,
     TARGET_VARIANT,
-    Answer,
+    EndpointResponse,
     EndpointUnreachable,
     Invocation,
     InvocationTimeout,
@@ -26,7 +26,7 @@ from decision_endpoints_client.sdk import (
 )
 from decision_endpoints_client.transports import AsyncSageMakerTransport, EndpointOptions, SageMakerTransport
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CUSTOM_ATTRIBUTES",
@@ -36,12 +36,12 @@ __all__ = [
     "MAX_REALTIME_PAYLOAD_BYTES",
     "NO_CAPACITY",
     "TARGET_VARIANT",
-    "Answer",
     "AsyncInferenceEndpoint",
     "AsyncSageMakerTransport",
     "CapacityProgress",
     "CapacityWait",
     "EndpointOptions",
+    "EndpointResponse",
     "EndpointUnreachable",
     "Invocation",
     "InvocationTimeout",

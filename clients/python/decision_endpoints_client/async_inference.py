@@ -13,10 +13,10 @@ from decision_endpoints_client.invocation import (
     AWS_REQUEST_ID,
     INFERENCE_ID,
     SDK_REQUEST_ID,
-    Answer,
+    EndpointResponse,
     Invocation,
     InvocationTimeout,
-    error_answer,
+    error_response,
 )
 from decision_endpoints_client.realtime import runtime_client, transport_failure
 from decision_endpoints_client.unwrap import answer_from_error
@@ -86,7 +86,7 @@ class AsyncInferenceEndpoint:
         params.update({k: v for k, v in optional.items() if v})
         return params
 
-    def invoke(self, invocation: Invocation) -> Answer:
+    def invoke(self, invocation: Invocation) -> EndpointResponse:
         from botocore.exceptions import ClientError
 
         key = self.prefix + self._object_name()  # never the caller's id: two requests must not share an object
@@ -105,7 +105,7 @@ class AsyncInferenceEndpoint:
                 raise
             raise failure from exc
 
-    def _await(self, queued: dict[str, Any]) -> Answer:
+    def _await(self, queued: dict[str, Any]) -> EndpointResponse:
         headers = {INFERENCE_ID: str(queued.get("InferenceId", ""))}
         request_id = queued.get("ResponseMetadata", {}).get("RequestId")
         if request_id:
@@ -115,11 +115,11 @@ class AsyncInferenceEndpoint:
         while True:
             answer = self._read(output)
             if answer is not None:
-                return Answer(200, answer[0], {**headers, "content-type": answer[1]})
+                return EndpointResponse(200, answer[0], {**headers, "content-type": answer[1]})
             failed = self._read(failure) if failure else None
             if failed is not None:
                 text = failed[0][:FAILURE_TEXT_LIMIT].decode("utf-8", "replace")
-                return error_answer(FAILED_INVOCATION, "async_invocation_failed", text, headers)
+                return error_response(FAILED_INVOCATION, "async_invocation_failed", text, headers)
             if self._clock() >= deadline:
                 raise InvocationTimeout(
                     f"no answer at {output} after {self.result_timeout_s:.0f} s (the invocation may still be queued)"

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from decision_endpoints_client.invocation import NO_CAPACITY, Answer, error_answer
+from decision_endpoints_client.invocation import NO_CAPACITY, EndpointResponse, error_response
 
 log = logging.getLogger("decision_endpoints_client.capacity")
 
@@ -59,7 +59,7 @@ class CapacityWait:
             raise ValueError(f"budget_s must be >= 0 and interval_s > 0, got {self.budget_s}, {self.interval_s}")
 
 
-def is_no_capacity(answer: Answer) -> bool:
+def is_no_capacity(answer: EndpointResponse) -> bool:
     """The answer stands for SageMaker's no-capacity refusal (unwrap.answer_from_error names it NO_CAPACITY)."""
     if answer.status != 503:
         return False
@@ -93,7 +93,7 @@ class CapacityWaiter:
             self._last = now
             return max(now - self._started, now - begun)
 
-    def invoke(self, call: Callable[[], Answer]) -> Answer:
+    def invoke(self, call: Callable[[], EndpointResponse]) -> EndpointResponse:
         """`call()` until a copy answers or the budget is spent (the episode's, and this call's own elapsed time);
         the answer carries its sends. Spent, the no-capacity answer says how long the endpoint was waited for."""
         wait = self.wait
@@ -113,7 +113,7 @@ class CapacityWaiter:
                 self._started = None
             return replace(answer, sends=sends)
         budget = wait.budget_s if wait is not None else 0.0
-        return error_answer(
+        return error_response(
             503,
             NO_CAPACITY,
             f"{self.endpoint} had no capacity after {waited:.0f} s of waiting (budget {budget:.0f} s; this call "

@@ -1,5 +1,5 @@
-"""One call to an endpoint as data: what is sent (`Invocation`), what came back (`Answer`), and the two failures
-that leave no answer (a timeout, an unreachable service); the header names both sides use."""
+"""One call to an endpoint as data: what is sent (`Invocation`), what came back (`EndpointResponse`), and the two
+failures that leave no response (a timeout, an unreachable service); the header names both sides use."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ class Invocation:
 
 
 @dataclass(frozen=True)
-class Answer:
-    """An HTTP answer as the container gave it: its status, its body and the headers that matter to a client, and
+class EndpointResponse:
+    """An HTTP response as the container gave it: its status, its body and the headers that matter to a client, and
     how many calls it took (`sends`: more than one where a scaled-to-zero endpoint was waited for)."""
 
     status: int
@@ -91,12 +91,12 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
-def error_answer(
+def error_response(
     status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None, *, sends: int = 1
-) -> Answer:
-    """An answer made on this side, in the adapter's own error shape (`detail.error_type`, `detail.message`)."""
+) -> EndpointResponse:
+    """A response made on this side, in the adapter's own error shape (`detail.error_type`, `detail.message`)."""
     body = json.dumps({"detail": {"error_type": error_type, "message": message}}).encode("utf-8")
-    return Answer(status, body, {"content-type": JSON, **(headers or {})}, sends)
+    return EndpointResponse(status, body, {"content-type": JSON, **(headers or {})}, sends)
 
 
 class InvocationTimeout(Exception):
@@ -112,6 +112,6 @@ class Invoker(Protocol):
 
     label: str
 
-    def invoke(self, invocation: Invocation) -> Answer: ...
+    def invoke(self, invocation: Invocation) -> EndpointResponse: ...
 
     def close(self) -> None: ...

@@ -1,5 +1,5 @@
 """InvokeEndpoint on a real-time endpoint through botocore: the botocore client it signs with, the call's
-parameters, SageMaker's limits checked before sending, and every outcome as an `Answer` or a failure."""
+parameters, SageMaker's limits checked before sending, and every outcome as an `EndpointResponse` or a failure."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from decision_endpoints_client.invocation import (
     CUSTOM_ATTRIBUTES,
     INVOKED_VARIANT,
     SDK_REQUEST_ID,
-    Answer,
+    EndpointResponse,
     EndpointUnreachable,
     Invocation,
     InvocationTimeout,
-    error_answer,
+    error_response,
 )
 from decision_endpoints_client.unwrap import answer_from_error
 
@@ -116,15 +116,15 @@ class RealTimeEndpoint:
         params.update({k: v for k, v in optional.items() if v})
         return params
 
-    def invoke(self, invocation: Invocation) -> Answer:
+    def invoke(self, invocation: Invocation) -> EndpointResponse:
         """One answer for the invocation, waiting through a scaled-to-zero component's refusals (capacity_wait)."""
         return self.capacity.invoke(lambda: self.invoke_once(invocation))
 
-    def invoke_once(self, invocation: Invocation) -> Answer:
+    def invoke_once(self, invocation: Invocation) -> EndpointResponse:
         from botocore.exceptions import ClientError
 
         if len(invocation.body) > MAX_REALTIME_PAYLOAD_BYTES:
-            return error_answer(
+            return error_response(
                 413,
                 "payload_too_large",
                 f"the body is {len(invocation.body)} bytes; a real-time SageMaker endpoint takes at most "
@@ -140,7 +140,7 @@ class RealTimeEndpoint:
             if failure is None:
                 raise
             raise failure from exc
-        return Answer(200, body, success_headers(response))
+        return EndpointResponse(200, body, success_headers(response))
 
     def close(self) -> None:
         self.client.close()

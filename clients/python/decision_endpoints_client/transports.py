@@ -13,12 +13,12 @@ import httpx2
 from decision_endpoints_client.async_inference import AsyncInferenceEndpoint
 from decision_endpoints_client.capacity import CapacityWait
 from decision_endpoints_client.invocation import (
-    Answer,
+    EndpointResponse,
     EndpointUnreachable,
     Invocation,
     InvocationTimeout,
     Invoker,
-    error_answer,
+    error_response,
 )
 from decision_endpoints_client.realtime import RealTimeEndpoint
 
@@ -43,11 +43,11 @@ def _decompressed(body: bytes, encoding: str | None) -> bytes | None:
     return None
 
 
-def invocation_of(request: httpx2.Request, body: bytes) -> Invocation | Answer:
+def invocation_of(request: httpx2.Request, body: bytes) -> Invocation | EndpointResponse:
     """The invocation a request stands for, or the answer for one no endpoint route can take."""
     path = request.url.path.rstrip("/")
     if request.method != "POST" or not path.endswith(INVOKED_ROUTES):
-        return error_answer(
+        return error_response(
             404,
             "route_not_on_sagemaker",
             f"{request.method} {path or '/'} cannot reach a SageMaker endpoint: InvokeEndpoint only posts to the "
@@ -56,18 +56,18 @@ def invocation_of(request: httpx2.Request, body: bytes) -> Invocation | Answer:
     encoding = request.headers.get("content-encoding")
     content = _decompressed(body, encoding.lower() if encoding else None)
     if content is None:
-        return error_answer(415, "unsupported_content_encoding", f"cannot send a {encoding} body to SageMaker")
+        return error_response(415, "unsupported_content_encoding", f"cannot send a {encoding} body to SageMaker")
     return Invocation.from_headers(content, request.headers)
 
 
-def response_of(answer: Answer, request: httpx2.Request) -> httpx2.Response:
+def response_of(answer: EndpointResponse, request: httpx2.Request) -> httpx2.Response:
     return httpx2.Response(answer.status, headers=answer.headers, content=answer.body, request=request)
 
 
 def _invoke(invoker: Invoker, request: httpx2.Request, body: bytes) -> httpx2.Response:
     """One request through the invoker; no answer at all is raised as httpx2 raises it, which the SDK expects."""
     invocation = invocation_of(request, body)
-    if isinstance(invocation, Answer):
+    if isinstance(invocation, EndpointResponse):
         return response_of(invocation, request)
     try:
         answer = invoker.invoke(invocation)

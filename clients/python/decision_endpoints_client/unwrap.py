@@ -15,9 +15,9 @@ from decision_endpoints_client.invocation import (
     NO_CAPACITY,
     RETRY_AFTER,
     SDK_REQUEST_ID,
-    Answer,
+    EndpointResponse,
     InvocationTimeout,
-    error_answer,
+    error_response,
 )
 
 MODEL_ERROR = "ModelError"
@@ -50,7 +50,7 @@ _RETRY_AFTER_IN_MESSAGE = re.compile(r"retry after (\d+(?:\.\d+)?) ?s\b", re.IGN
 _NO_CONTAINER_ANSWER = 0
 
 
-def answer_from_error(error: Mapping[str, Any]) -> Answer:
+def answer_from_error(error: Mapping[str, Any]) -> EndpointResponse:
     """The answer a botocore ClientError's `response` stands for; raises InvocationTimeout where none came."""
     code = str(error.get("Error", {}).get("Code", ""))
     message = str(error.get("Error", {}).get("Message", "") or error.get("Message", ""))
@@ -63,13 +63,13 @@ def answer_from_error(error: Mapping[str, Any]) -> Answer:
         return _container_answer(error, message, headers)
     status = SERVICE_ERROR_STATUS.get(code, int(metadata.get("HTTPStatusCode") or 500))
     if code == "ValidationError" and _NO_CAPACITY.search(message):
-        return error_answer(503, NO_CAPACITY, message, headers)
+        return error_response(503, NO_CAPACITY, message, headers)
     if code == "ValidationError" and _PAYLOAD_TOO_LARGE.search(message):
         status = 413
-    return error_answer(status, code or "sagemaker_error", message, headers)
+    return error_response(status, code or "sagemaker_error", message, headers)
 
 
-def _container_answer(error: Mapping[str, Any], message: str, headers: dict[str, str]) -> Answer:
+def _container_answer(error: Mapping[str, Any], message: str, headers: dict[str, str]) -> EndpointResponse:
     status = error.get("OriginalStatusCode")
     if status is None or int(status) == _NO_CONTAINER_ANSWER:
         raise InvocationTimeout(message or "the container gave no answer within SageMaker's invocation limit")
@@ -86,7 +86,7 @@ def _container_answer(error: Mapping[str, Any], message: str, headers: dict[str,
                 headers[RETRY_AFTER] = wait
     else:
         headers["content-type"] = "text/plain; charset=utf-8"
-    return Answer(int(status), body, headers)
+    return EndpointResponse(int(status), body, headers)
 
 
 def _json_detail(body: bytes) -> Any:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from decision_adapter.contract import RecordId
+
 from decisionctl.evaluation.cases import Case, parse_case
 
-RecordId = str | int | float | bool | None
 _SCALARS = (str, int, float, bool)
 # Error types the client gives records it got no usable answer line for (the adapter's own types pass through).
 MISSING_ANSWER = "missing_answer"

@@ -14,13 +14,13 @@ from decisionctl.transport import HttpSender, Sender
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
-        "Describe each decision endpoint (InService) and score the suite cdk.json names for --env on every production "
+        "Describe each decision endpoint (InService) and score the suite cdk.json names for --env on each production "
         "variant (TargetVariant). A variant fails when a case is unscored, when its run identity names another model, "
-        "calibration or policy than the record (environments.<env>.evaluation.record), when a case's probabilities move "
-        "more than tolerance.probability or more than tolerance.flips picks flip. Shadow variants are listed. A "
-        "components endpoint is invoked through its inference component (--inference-component, or the outputs' "
-        "<Section>InferenceComponentName), waited for from zero (--capacity-wait). --url checks adapters reached directly"
-        " (a laptop's, another build's; --api-key if keyed), one variant each. Exits 1 if one fails."
+        "calibration or policy than the record (environments.<env>.evaluation.record), when a case moves more than "
+        "tolerance.probability or more than tolerance.flips picks flip. Shadow variants are listed. A components "
+        "endpoint is invoked through its inference component (--inference-component, or the outputs' <Section>Inference"
+        "ComponentName), waited for from zero (--capacity-wait). --url checks adapters reached directly (a laptop's, "
+        "another build's; --api-key if keyed), one variant each. Exits 1 if one fails."
     )
     p.add_argument("--env", required=True, help="the environment in cdk.json whose suite, record and tolerance to use")
     target = p.add_mutually_exclusive_group(required=True)

@@ -54,7 +54,7 @@ def check_bounds(levels: Sequence[int], count: int, duration_s: float) -> None:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SendResult:
     """One decision: its last reply, the sends it took and how many of them were answered 429."""
 
     latency_s: float  # from the first send to the last reply
@@ -149,7 +149,7 @@ def _client(
     schedule: Schedule,
     policy: RetryPolicy,
     *,
-    outcomes: list[Outcome],
+    outcomes: list[SendResult],
     lock: threading.Lock,
     failures: list[Exception],
 ) -> None:
@@ -165,7 +165,7 @@ def _send_in_turn(
     schedule: Schedule,
     policy: RetryPolicy,
     *,
-    outcomes: list[Outcome],
+    outcomes: list[SendResult],
     lock: threading.Lock,
 ) -> None:
     while (item := schedule.take()) is not None:
@@ -181,7 +181,7 @@ def _send_in_turn(
         latency = time.perf_counter() - start
         rejected += reply.status == 429
         error = "" if reply.ok else reply.describe_error()
-        outcome = Outcome(latency, sends, rejected, reply.status, reply.retryable, error, len(body["questions"]))
+        outcome = SendResult(latency, sends, rejected, reply.status, reply.retryable, error, len(body["questions"]))
         with lock:
             outcomes.append(outcome)
         schedule.done(index)
@@ -197,7 +197,7 @@ def percentiles(values: Sequence[float]) -> dict[str, float | None]:
     return {"p50": p50, "p95": p95, "p99": p99, "mean": float(arr.mean()), "max": float(arr.max())}
 
 
-def summarise(concurrency: int, outcomes: Sequence[Outcome], wall_s: float) -> dict[str, Any]:
+def summarise(concurrency: int, outcomes: Sequence[SendResult], wall_s: float) -> dict[str, Any]:
     accepted = [o for o in outcomes if o.accepted]
     lost = [o for o in outcomes if not o.accepted and o.retryable]
     errors = [o for o in outcomes if not o.accepted and not o.retryable]
@@ -241,7 +241,7 @@ def run_level(
     """`concurrency` clients until `count` decisions were sent or `duration_s` passed; the last ones finish."""
     check_bounds([concurrency], count, duration_s)
     schedule = Schedule(workload, seed=seed, count=count, duration_s=duration_s)
-    outcomes: list[Outcome] = []
+    outcomes: list[SendResult] = []
     failures: list[Exception] = []
     lock = threading.Lock()
     threads = []

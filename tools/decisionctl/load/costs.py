@@ -79,7 +79,7 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class Section:
+class CostedSection:
     """What costing reads of one decision section: where it runs and how it is sized."""
 
     name: str
@@ -108,7 +108,7 @@ class Assumptions:
         if self.seconds_per_decision <= 0 or self.wake_minutes < 0 or self.idle_minutes < 1:
             raise ValueError("seconds per decision must be > 0, wake minutes >= 0 and idle minutes >= 1")
 
-    def serverless_seconds(self, section: Section) -> float:
+    def serverless_seconds(self, section: CostedSection) -> float:
         if self.serverless_seconds_per_decision is not None:
             return self.serverless_seconds_per_decision
         vcpus = (section.serverless_memory_mb or 0) / LAMBDA_MB_PER_VCPU
@@ -165,7 +165,7 @@ def _calls(per_hour: Sequence[float], idle: float) -> list[float]:
     return calls
 
 
-def monthly(mode: str, profile: Profile, section: Section, prices: PriceTable, a: Assumptions) -> float | None:
+def monthly(mode: str, profile: Profile, section: CostedSection, prices: PriceTable, a: Assumptions) -> float | None:
     """The mode's monthly cost for `section` at `profile`; None where the section cannot be hosted so."""
     if mode == "serverless":
         if section.serverless_memory_mb is None or prices.serverless is None:
@@ -187,7 +187,7 @@ def flat(per_day: float) -> Profile:
     return Profile("flat", "evenly around the clock", tuple(per_day / 24 for _ in range(24)))
 
 
-def break_even(mode: str, profile: Profile, section: Section, prices: PriceTable, a: Assumptions) -> float | None:
+def break_even(mode: str, profile: Profile, section: CostedSection, prices: PriceTable, a: Assumptions) -> float | None:
     """The factor of `profile` at which `mode` stops saving against instances (None: it never saves, or saves at
     every traffic up to 10,000 times the profile's)."""
 
@@ -227,7 +227,7 @@ class Row:
         return [self.section, self.mode, self.instance_type, cost, shown, self.note]
 
 
-def cost_rows(profile: Profile, sections: Sequence[Section], prices: PriceTable, a: Assumptions) -> list[Row]:
+def cost_rows(profile: Profile, sections: Sequence[CostedSection], prices: PriceTable, a: Assumptions) -> list[Row]:
     rows = []
     for section in sections:
         for mode in MODES:
@@ -248,7 +248,7 @@ def cost_rows(profile: Profile, sections: Sequence[Section], prices: PriceTable,
     return rows
 
 
-def _note(mode: str, section: Section, a: Assumptions) -> str:
+def _note(mode: str, section: CostedSection, a: Assumptions) -> str:
     if mode == "instances":
         return f"{section.min_instances} always on"
     if mode == "components":
@@ -265,7 +265,7 @@ def recommend(rows: Sequence[Row], section: str) -> Row:
     return min(offered, key=lambda r: (r.monthly, MODES.index(r.mode)))
 
 
-def sections_of(environment: Mapping[str, Any]) -> list[Section]:
+def sections_of(environment: Mapping[str, Any]) -> list[CostedSection]:
     """The decision sections of one cdk.json environment (its raw context), as costing reads them: the serverless
     memory as synth would size it (load/model_memory.py, as stacks/hosting.py does), or why a section cannot be
     serverless."""
@@ -296,7 +296,7 @@ def sections_of(environment: Mapping[str, Any]) -> list[Section]:
                 why = str(exc).split(":")[0]  # "the model needs about N MB (...)"
         scaling = raw.get("autoscaling") or {}
         found.append(
-            Section(
+            CostedSection(
                 name,
                 str(raw["instance_type"]),
                 max(1, int(scaling.get("min_instances", 1))),
@@ -339,7 +339,7 @@ def given_up(
 
 
 def curves(
-    profile: Profile, section: Section, prices: PriceTable, a: Assumptions, points: int = 61
+    profile: Profile, section: CostedSection, prices: PriceTable, a: Assumptions, points: int = 61
 ) -> dict[str, list[tuple[float, float]]]:
     """Each offered mode's monthly cost against decisions a day, the profile's shape scaled from 1/1,000 to 1,000
     times (for cost_plot)."""
@@ -363,7 +363,7 @@ WAITS = {
 
 
 def report(
-    profile: Profile, sections: Sequence[Section], prices: PriceTable, a: Assumptions
+    profile: Profile, sections: Sequence[CostedSection], prices: PriceTable, a: Assumptions
 ) -> tuple[list[Row], dict[str, Any]]:
     """The rows tables.costs prints and the JSON-ready report: costs, break-evens, each section's cheapest mode with
     what it costs in waiting, what each priced mode gives up of the section's cdk.json, the assumptions and the prices
