@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.caller_text import ControlVocabulary
+from decision_adapter.core.caller_text import ControlVocabulary
 from decision_adapter.input_flags import addressed_to_classifier
 from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, ROOT
 from decision_adapter.runtime import scan_vocabulary

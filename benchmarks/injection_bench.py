@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from decision_adapter.contract import STATE_BOUNDARIES
+from decision_adapter.core.contract import STATE_BOUNDARIES
 from decision_adapter.identity import cpu_model
 from decision_adapter.launcher import MODEL_DIR, start_adapter
 

@@ -34,8 +34,8 @@ from typing import Any
 
 import httpx
 import psutil
+from decision_adapter.core.settings import AdapterSettings
 from decision_adapter.launcher import MODEL_FILE, ROOT, AdapterProcess, start_adapter
-from decision_adapter.settings import AdapterSettings
 from decisionctl import tables
 from decisionctl.load import runs, workloads
 from decisionctl.transport import HttpSender, Reply, RetryPolicy

@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 from decision_adapter.identity import cpu_model
 from decision_adapter.launcher import MODEL_DIR, AdapterProcess, start_adapter
-from decisionctl.cli import main as decisionctl
+from decisionctl.commands.cli import main as decisionctl
 from decisionctl.evaluation.cases import Case, load_cases
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@
   records them and the adapter adopts them at start, refusing another value in its environment. The evaluation
   record holds those its run served; where it binds, the stack writes them into the container environment, and
   `model.answer_settings` in cdk.json, if given, must agree with it (a contradiction stops synth, naming both
-  values). `ArtifactAnswerSettings` is the stacks' copy of decision_adapter.answer_settings.AnswerSettings.
+  values). `ArtifactAnswerSettings` is the stacks' copy of decision_adapter.core.answer_settings.AnswerSettings.
 - The settings that do not change answers (admission wait, Retry-After floor, state cache, body limit, state
   reuse, text logging, drain time, the served model name, the request limits, a shared endpoint's reticence) are
   set per decision endpoint, `<section>.adapter` (`AdapterOptions`); `max_concurrency` and `max_queue` stay on
@@ -96,7 +96,7 @@ class AdapterOptions(FrozenConfig):
 
 
 def variable(name: str) -> str:
-    """The adapter's environment variable of a setting (decision_adapter.answer_settings.variable)."""
+    """The adapter's environment variable of a setting (decision_adapter.core.answer_settings.variable)."""
     return ENV_PREFIX + name.upper()
 
 

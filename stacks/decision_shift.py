@@ -39,7 +39,7 @@ LABEL_MASS_ANSWERS_FIELD = "label_mass_answers"
 ACTION_FIELDS = {"automate": "automated", "review": "reviewed", "abstain": "abstained"}
 ACTION_METRICS = {"automate": "AutomatedAnswers", "review": "ReviewedAnswers", "abstain": "AbstainedAnswers"}
 
-# question type -> its answer shape (decision_adapter.question_types; stacks do not import the adapter). A pick is
+# question type -> its answer shape (decision_adapter.core.question_types; stacks do not import the adapter). A pick is
 # counted as one option index per answer (`picked.q<x_options_sha256>_<i>`), so only these shapes can route.
 ANSWER_SHAPES = {"noul": "categorical", "choice": "categorical", "score": "categorical"}
 PICKED_SHAPES = ("categorical",)

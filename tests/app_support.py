@@ -26,11 +26,11 @@ from unittest import mock
 
 import uvicorn
 from decision_adapter.app import create_app
+from decision_adapter.core.settings import AdapterSettings, RuntimeSettings, load_adapter_settings, runtime_from_env
 from decision_adapter.launcher import MODEL_DIR
 from decision_adapter.loading import load_service
 from decision_adapter.serve import JsonFormatter
 from decision_adapter.service import ModelService
-from decision_adapter.settings import AdapterSettings, RuntimeSettings, load_adapter_settings, runtime_from_env
 
 THREADS = "2"  # as start_adapter runs `serve`
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from decision_adapter.caller_text import unmark
+from decision_adapter.core.caller_text import unmark
 from decision_adapter.runtime import NeedsRestore, Unit
 
 SPACED = 256  # " c" is the token SPACED + ord(c)

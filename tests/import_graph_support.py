@@ -5,6 +5,7 @@ tests/stacks/test_supply_chain.py."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -89,20 +90,27 @@ def cycle() -> list[str] | None:
 def package_of(module: str) -> str:
     """The unit a package loop is counted between: a module's subpackage (decisionctl.evaluation.scoring ->
     decisionctl.evaluation, and a subpackage's __init__ is in it), or, for a module at the top of its package
-    (decisionctl.plots, decision_adapter.schemas), the module itself."""
+    (decisionctl.plots, decision_adapter.engine), the module itself."""
     if MODULES[module].name == "__init__.py":
         return module
     package = module.rpartition(".")[0]
     return package if "." in package else module
 
 
-def package_cycle() -> list[str] | None:
+def folder_of(module: str) -> str:
+    """The folder a module's file sits in, as a package name (decisionctl.commands.cli -> decisionctl.commands,
+    decision_adapter.engine -> decision_adapter): the unit a reader sees in the tree."""
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def package_cycle(unit: Callable[[str], str] = package_of) -> list[str] | None:
     """One loop between packages (a module of one importing a module of another, and back, maybe through others),
-    as the chain of packages that closes it; None when there is none."""
+    as the chain of packages that closes it; None when there is none. `unit` says what a package is: package_of
+    (a top-level module its own) or folder_of (the modules of a folder together)."""
     edges: dict[str, set[str]] = {}
     for module, deps in GRAPH.items():
-        here = package_of(module)
-        edges.setdefault(here, set()).update(p for d in deps if (p := package_of(d)) != here)
+        here = unit(module)
+        edges.setdefault(here, set()).update(p for d in deps if (p := unit(d)) != here)
     state: dict[str, int] = {}
 
     def walk(package: str, chain: list[str]) -> list[str] | None:

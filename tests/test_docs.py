@@ -146,7 +146,7 @@ def stack_names(environments: frozenset[str]) -> frozenset[str]:
 
 
 def parser_commands() -> dict[str, argparse.ArgumentParser]:
-    from decisionctl.cli import build_parser
+    from decisionctl.commands.cli import build_parser
 
     found: dict[str, argparse.ArgumentParser] = {}
 
@@ -386,8 +386,8 @@ def test_each_kind_of_bad_reference_is_found() -> None:
 
 def test_cli_md_lists_every_command_in_the_order_of_the_help() -> None:
     """`decisionctl --help` lists every command once, stage by stage in the order of the work, and so does cli.md."""
-    from decisionctl.cli import build_parser
     from decisionctl.commands import ALL, STAGES
+    from decisionctl.commands.cli import build_parser
 
     names = [command.name for command in ALL]
     helped = build_parser().format_help()

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .signals import Vector, shift_log_odds
+from .core.signals import Vector, shift_log_odds
 
 
 def reported(mean: Vector, temperature: float, *, out_of_scope: bool, intercept: float = 0.0) -> Vector:

@@ -20,8 +20,8 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 from . import events
+from .core.errors import Overloaded, status_of
 from .deadline import Deadline
-from .errors import Overloaded, status_of
 from .events import log_rejection
 
 E = TypeVar("E")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import contract
+from .core import contract
+from .core.question_types import kind_of
+from .core.schemas import Answer, AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
 from .outcomes import DecisionOutcome, Scored
 from .policy import Policy, verdict
-from .question_types import kind_of
-from .schemas import Answer, AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
 
 
 def decision_response(

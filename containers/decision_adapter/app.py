@@ -25,8 +25,8 @@ from pydantic import BaseModel, ValidationError
 from . import RELEASE_DATE, __version__, bulk, events, handlers, openai_decisions
 from . import openai_schemas as oa
 from .body_limit import BodyLimit
-from .contract import DEFAULT_MODEL_ALIAS
-from .errors import (
+from .core.contract import DEFAULT_MODEL_ALIAS
+from .core.errors import (
     ERROR_TABLE,
     AuthenticationError,
     Envelope,
@@ -38,14 +38,14 @@ from .errors import (
     invalid_json,
     validation_detail,
 )
+from .core.gguf_metadata import DecisionMetadataError
+from .core.schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
+from .core.settings import AdapterSettings, RuntimeSettings, SettingsError
 from .events import requests_log
-from .gguf_metadata import DecisionMetadataError
 from .loading import load_service
 from .manifest import ChecksumMismatch, ModelNotFound
 from .policy import PolicyError
-from .schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .service import ModelService
-from .settings import AdapterSettings, RuntimeSettings, SettingsError
 
 
 def loaded_service(request: Request) -> ModelService:

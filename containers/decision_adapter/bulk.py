@@ -17,10 +17,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .contract import RecordId
-from .errors import AdapterError, InvalidRequest, RequestLimitExceeded, invalid_json, record_error, validation_detail
-from .schemas import DecisionRequest
-from .settings import AdapterSettings
+from .core.contract import RecordId
+from .core.errors import (
+    AdapterError,
+    InvalidRequest,
+    RequestLimitExceeded,
+    invalid_json,
+    record_error,
+    validation_detail,
+)
+from .core.schemas import DecisionRequest
+from .core.settings import AdapterSettings
 
 JSON_LINES = "application/jsonlines"
 MAX_PAYLOAD_MB = 100  # the most Batch Transform's MaxPayloadInMB allows

@@ -8,10 +8,10 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from .contract import QUESTION_TYPES
-from .gguf_metadata import DecisionMetadataError, Temperatures
-from .schemas import CalibrationInForce
-from .signals import Vector
+from .core.contract import QUESTION_TYPES
+from .core.gguf_metadata import DecisionMetadataError, Temperatures
+from .core.schemas import CalibrationInForce
+from .core.signals import Vector
 
 
 class FittedPrior(Protocol):

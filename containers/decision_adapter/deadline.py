@@ -9,7 +9,7 @@ import math
 import time
 from collections.abc import Callable
 
-from .errors import DeadlineExceeded
+from .core.errors import DeadlineExceeded
 
 
 class Deadline:

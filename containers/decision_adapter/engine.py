@@ -27,18 +27,18 @@ import numpy.typing as npt
 
 from .adaptive import settled
 from .calibration import ActiveCalibration
-from .caller_text import mark, mark_model
-from .contract import InputFlag, options_hash
+from .core.caller_text import mark, mark_model
+from .core.contract import InputFlag, options_hash
+from .core.errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
+from .core.question_types import options_of
+from .core.schemas import AnyQuestion, DecisionRequest, Option, Text
+from .core.signals import label_mass, log_softmax, order_name, shift_log_odds, softmax, split_out_of_scope
 from .deadline import Deadline
-from .errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .input_flags import flags_of, state_flags
 from .instruction_flags import flags_raised
 from .outcomes import DecisionOutcome, Scored
 from .prompting.base import OUT_OF_SCOPE, PromptScheme, single_token
-from .question_types import options_of
 from .runtime import LlamaRuntime, NeedsRestore, Unit
-from .schemas import AnyQuestion, DecisionRequest, Option, Text
-from .signals import label_mass, log_softmax, order_name, shift_log_odds, softmax, split_out_of_scope
 from .state_cache import Snapshot, StateCache, prefix_key
 
 AnswerMemo = dict[str, Scored]

@@ -13,7 +13,7 @@ import json
 import logging
 from typing import Final
 
-from .contract import Action
+from .core.contract import Action
 
 DECISION = "decision"  # one line per answered decision request
 READY = "ready"  # the model is loaded and the routes answer

@@ -17,11 +17,11 @@ from fastapi.responses import JSONResponse, Response
 from . import bulk, events, openai_decisions
 from . import openai_schemas as oa
 from .answers import decision_response
-from .errors import AdapterError, ModelNotServed
+from .core.errors import AdapterError, ModelNotServed
+from .core.question_types import kind_of
+from .core.schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RequestRun
 from .events import ACTION_COUNT_FIELDS, requests_log
 from .outcomes import DecisionOutcome
-from .question_types import kind_of
-from .schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RequestRun
 from .service import ModelService
 
 IDENTITY_LOGGED = (

@@ -12,9 +12,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from . import __version__
-from .contract import StateBoundary
-from .schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
-from .signals import DebiasMode
+from .core.contract import StateBoundary
+from .core.schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
+from .core.signals import DebiasMode
 
 
 def _package_version(name: str) -> str:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-from .caller_text import caller_strings
-from .contract import InputFlag
+from .core.caller_text import caller_strings
+from .core.contract import InputFlag
+from .core.string_set import StringSet
 from .input_flags import normalized
 from .slicing import stable_pieces
-from .string_set import StringSet
 
 WINDOW = 160  # characters: two kinds of words this close make an instruction
 STRONG, OVERRIDE, MACHINE, DECIDE, AUTHORITY = "strong", "override", "machine", "decide", "authority"

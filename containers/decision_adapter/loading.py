@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from .calibration import calibration_in_force
+from .core.gguf_metadata import ModelMetadata, read_decision_metadata
+from .core.kv_memory import state_cache_bytes
+from .core.settings import AdapterSettings, RuntimeSettings, adopt_answer_settings
 from .engine import DecisionEngine
-from .gguf_metadata import ModelMetadata, read_decision_metadata
 from .identity import build_identity
-from .kv_memory import state_cache_bytes
 from .manifest import find_gguf, verify_model
 from .prompting import debias_mode_served, debias_tolerance_served, make_scheme, state_boundary_served
 from .runtime import LlamaRuntime
 from .service import ModelService
-from .settings import AdapterSettings, RuntimeSettings, adopt_answer_settings
 from .state_cache import StateCache
 
 

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .answer_settings import AnswerSettings, merged, reported
-from .contract import MAX_INTERCEPT, QuestionType
+from .core.answer_settings import AnswerSettings, merged, reported
+from .core.contract import MAX_INTERCEPT, QuestionType
 from .policy import Policy, canonical_sha256
 
 SCHEMA = "decision-model-manifest/1"

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import openai_schemas as oa
-from .errors import InvalidRequest
-from .outcomes import DecisionOutcome
-from .schemas import (
+from .core.errors import InvalidRequest
+from .core.schemas import (
     AnswerExtensions,
     ChoiceAnswer,
     ChoiceQuestion,
@@ -31,6 +30,7 @@ from .schemas import (
     ScoreQuestion,
     Text,
 )
+from .outcomes import DecisionOutcome
 
 ROUTE = "/v1/decisions"
 REFUSAL_REASONS = ("out_of_scope", "low_label_mass")

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictStr, Tag
 
-from .contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
-from .schemas import AnswerExtensions, OutOfScope, RequestRun, SlotProbabilities, Timings
+from .core.contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
+from .core.schemas import AnswerExtensions, OutOfScope, RequestRun, SlotProbabilities, Timings
 
 # the name FastAPI gives a request model's schema -> the name the OpenAPI document publishes
 PUBLISHED_SCHEMA_NAMES = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .contract import InputFlag
-from .errors import AdapterError
+from .core.contract import InputFlag
+from .core.errors import AdapterError
 
 
 @dataclass(frozen=True)

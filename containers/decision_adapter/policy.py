@@ -27,9 +27,9 @@ from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .contract import DEFAULT_REVIEW_INPUT_FLAGS, TOLERANCE, Action, InputFlag, QuestionType, Reason, StateBoundary
-from .question_types import kind_of
-from .signals import DebiasMode
+from .core.contract import DEFAULT_REVIEW_INPUT_FLAGS, TOLERANCE, Action, InputFlag, QuestionType, Reason, StateBoundary
+from .core.question_types import kind_of
+from .core.signals import DebiasMode
 
 POLICY_SCHEMA: Final = "decision-policy/2"
 PolicySchema = Literal["decision-policy/1", "decision-policy/2"]  # /1: bands without certificates

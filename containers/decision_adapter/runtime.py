@@ -21,9 +21,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .caller_text import ControlVocabulary, is_marked
+from .core.caller_text import ControlVocabulary, is_marked
+from .core.errors import ChatTemplateRefused, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded
 from .deadline import Deadline
-from .errors import ChatTemplateRefused, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded
 
 log = logging.getLogger("decision_adapter.runtime")
 

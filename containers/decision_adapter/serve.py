@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
     return_freed_memory_to_the_os()
     log = logging.getLogger("decision_adapter.serve")
-    from .settings import SettingsError, load_adapter_settings, runtime_from_env
+    from .core.settings import SettingsError, load_adapter_settings, runtime_from_env
 
     try:
         settings = load_adapter_settings()

@@ -28,18 +28,18 @@ import anyio
 
 from . import events
 from .admission import Lane
-from .caller_text import mark
-from .contract import DEFAULT_MODEL_ALIAS
+from .core.caller_text import mark
+from .core.contract import DEFAULT_MODEL_ALIAS
+from .core.errors import AdapterError, ChatNotServed, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded, status_of
+from .core.schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
+from .core.settings import AdapterSettings
 from .deadline import Deadline
 from .engine import AnswerMemo, DecisionEngine
-from .errors import AdapterError, ChatNotServed, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded, status_of
 from .events import log_rejection
 from .limits import RequestLimits, TokenFloor, caller_text_of, state_key
 from .outcomes import Decided, DecisionOutcome
 from .policy import Policy
 from .runtime import LlamaRuntime
-from .schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
-from .settings import AdapterSettings
 
 T = TypeVar("T")
 E = TypeVar("E")

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from decision_adapter import events
 from decision_adapter.bulk import execution_parameters
-from decision_adapter.settings import AdapterSettings
+from decision_adapter.core.settings import AdapterSettings
 
 from tests.app_support import AppServer
 

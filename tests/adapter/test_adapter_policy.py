@@ -27,8 +27,8 @@ from decision_adapter import events
 from decision_adapter.events import ACTION_COUNT_FIELDS
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decision_adapter.policy import Band, Provenance, seal, verdict
-from decisionctl import cli
 from decisionctl.certification import bands
+from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
 from decisionctl.evaluation.cases import load_cases
 from jevcompat import runner

@@ -7,8 +7,7 @@ import json
 
 import pytest
 from decision_adapter.answers import decision_response
-from decision_adapter.outcomes import DecisionOutcome, Scored
-from decision_adapter.schemas import (
+from decision_adapter.core.schemas import (
     CalibrationInForce,
     ChoiceAnswer,
     DecisionRequest,
@@ -17,6 +16,7 @@ from decision_adapter.schemas import (
     RequestRun,
     RunIdentity,
 )
+from decision_adapter.outcomes import DecisionOutcome, Scored
 from fastapi.responses import JSONResponse
 from jevcompat import mock, validate
 from jevcompat.client import Response, parse_json

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from decision_adapter.admission import Lane
-from decision_adapter.errors import Overloaded
+from decision_adapter.core.errors import Overloaded
 
 HOLD_S = 2.0  # the most a blocked job waits for its event: a failing test ends instead of hanging
 

@@ -32,7 +32,7 @@ import httpx
 import pytest
 from decision_adapter import events
 from decision_adapter.manifest import read_manifest
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
 
 from app import build_app

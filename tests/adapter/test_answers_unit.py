@@ -12,11 +12,10 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from decision_adapter import contract, handlers
+from decision_adapter import handlers
 from decision_adapter.answers import decision_response
-from decision_adapter.openai_decisions import usage_of
-from decision_adapter.outcomes import DecisionOutcome, Scored
-from decision_adapter.schemas import (
+from decision_adapter.core import contract
+from decision_adapter.core.schemas import (
     AnyQuestion,
     CalibrationInForce,
     ChoiceAnswer,
@@ -28,7 +27,9 @@ from decision_adapter.schemas import (
     RunIdentity,
     ScoreAnswer,
 )
-from decision_adapter.settings import AdapterSettings
+from decision_adapter.core.settings import AdapterSettings
+from decision_adapter.openai_decisions import usage_of
+from decision_adapter.outcomes import DecisionOutcome, Scored
 
 RUN = RequestRun(
     model_file="m.gguf",

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.caller_text import mark
+from decision_adapter.core.caller_text import mark
 from decision_adapter.limits import TokenFloor
 from decision_adapter.runtime import LlamaRuntime, scan_vocabulary
 

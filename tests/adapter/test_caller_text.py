@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 from decision_adapter.calibration import ActiveCalibration
-from decision_adapter.caller_text import mark, unmark
+from decision_adapter.core.caller_text import mark, unmark
+from decision_adapter.core.gguf_metadata import ModelMetadata, Temperatures, read_decision_metadata
+from decision_adapter.core.schemas import DecisionRequest
+from decision_adapter.core.settings import AdapterSettings
 from decision_adapter.engine import DecisionEngine
-from decision_adapter.gguf_metadata import ModelMetadata, Temperatures, read_decision_metadata
 from decision_adapter.prompting import PromptScheme, make_scheme
 from decision_adapter.runtime import LlamaRuntime, Unit
-from decision_adapter.schemas import DecisionRequest
-from decision_adapter.settings import AdapterSettings
 from decision_adapter.state_cache import StateCache
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, require_model

@@ -28,14 +28,14 @@ from decision_adapter import bulk, openai_decisions
 from decision_adapter import openai_schemas as oa
 from decision_adapter.app import parsed, validated
 from decision_adapter.calibration import ActiveCalibration
-from decision_adapter.caller_text import ControlVocabulary
+from decision_adapter.core.caller_text import ControlVocabulary
+from decision_adapter.core.errors import AdapterError
+from decision_adapter.core.gguf_metadata import Temperatures
+from decision_adapter.core.schemas import ChatCompletionRequest, DecisionRequest
 from decision_adapter.engine import DecisionEngine
-from decision_adapter.errors import AdapterError
-from decision_adapter.gguf_metadata import Temperatures
 from decision_adapter.limits import RequestLimits, TokenFloor, caller_text_of
 from decision_adapter.prompting.generic import GenericScheme, build_template
 from decision_adapter.runtime import LlamaRuntime, Unit
-from decision_adapter.schemas import ChatCompletionRequest, DecisionRequest
 from decision_adapter.service import chat_parameters, decide_each
 from decision_adapter.state_cache import StateCache
 

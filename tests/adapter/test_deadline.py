@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 from decision_adapter.app import create_app
-from decision_adapter.errors import ChatTemplateRefused
+from decision_adapter.core.errors import ChatTemplateRefused
+from decision_adapter.core.settings import AdapterSettings, RuntimeSettings
 from decision_adapter.loading import load_service
 from decision_adapter.runtime import LlamaRuntime
 from decision_adapter.service import ModelService
-from decision_adapter.settings import AdapterSettings, RuntimeSettings
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, require_model
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
+from decision_adapter.core.errors import ModelNotServed, RequestLimitExceeded, RuntimeFailure, TokenBudgetExceeded
+from decision_adapter.core.schemas import DecisionRequest
 from decision_adapter.engine import AnswerMemo, DecisionEngine
-from decision_adapter.errors import ModelNotServed, RequestLimitExceeded, RuntimeFailure, TokenBudgetExceeded
 from decision_adapter.limits import RequestLimits, TokenFloor
 from decision_adapter.outcomes import DecisionOutcome, Scored
-from decision_adapter.schemas import DecisionRequest
 from decision_adapter.service import decide_each, evaluation_order
 
 QUESTIONS = {"refund": {"type": "noul", "instructions": "Money back?"}}

@@ -13,13 +13,13 @@ from typing import Any, cast
 import numpy as np
 import pytest
 from decision_adapter.calibration import ActiveCalibration
+from decision_adapter.core.errors import TokenBudgetExceeded
+from decision_adapter.core.gguf_metadata import Temperatures
+from decision_adapter.core.schemas import DecisionRequest
+from decision_adapter.core.signals import DebiasMode
 from decision_adapter.engine import AnswerMemo, DecisionEngine
-from decision_adapter.errors import TokenBudgetExceeded
-from decision_adapter.gguf_metadata import Temperatures
 from decision_adapter.prompting.generic import SYSTEM_PROMPT, GenericScheme, build_template
 from decision_adapter.runtime import LlamaRuntime
-from decision_adapter.schemas import DecisionRequest
-from decision_adapter.signals import DebiasMode
 from decision_adapter.state_cache import StateCache
 
 from tests.fake_runtime import OTHER_LOGIT, VOCAB, FakeRuntime, encode, slot_reader

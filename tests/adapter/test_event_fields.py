@@ -8,7 +8,7 @@ import re
 from types import SimpleNamespace
 
 from decision_adapter import events, handlers
-from decision_adapter.schemas import ChoiceAnswer, NoulAnswer
+from decision_adapter.core.schemas import ChoiceAnswer, NoulAnswer
 
 from stacks import decision_shift, observability
 

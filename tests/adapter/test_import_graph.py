@@ -1,5 +1,5 @@
 """The import graph, read from the source (no import runs): no cycle among the adapter, decisionctl, the stacks
-and the client, between modules or between packages; the adapter's floors (modules on its longest import chain) and
+and the client, between modules, packages or folders; the adapter's floors (modules on its longest import chain) and
 its error module at the bottom; decisionctl apart from the stacks; no module over 400 lines."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from tests.import_graph_support import (
     ROOT,
     cycle,
     floors,
+    folder_of,
     package_cycle,
     type_names,
 )
@@ -28,6 +29,24 @@ def test_no_import_cycle() -> None:
 def test_no_package_loop() -> None:
     """No package imports another that imports it back: a constant both need goes in a leaf module."""
     assert package_cycle() is None
+
+
+def test_no_folder_imports_another_that_imports_it_back() -> None:
+    """Counted by folder, the unit a reader sees: a folder's modules import no folder whose modules import it back.
+    The adapter's ground floor (contract, models, question types, errors, settings) is its own folder, core/, below
+    prompting/ and the serving modules; decisionctl's entry point is in commands/, above the shared modules at the
+    package's top (before issue 47: decision_adapter <-> prompting, decisionctl <-> commands and <-> evaluation)."""
+    assert package_cycle(folder_of) is None
+
+
+def test_a_folder_loop_is_seen() -> None:
+    """The check above can fail: a module at decisionctl's top importing a command makes that loop again."""
+    GRAPH["decisionctl.tables"].add("decisionctl.commands.options")
+    try:
+        found = package_cycle(folder_of)
+    finally:
+        GRAPH["decisionctl.tables"].discard("decisionctl.commands.options")
+    assert found is not None and {"decisionctl", "decisionctl.commands"} <= set(found)
 
 
 def test_decisionctl_imports_no_stacks_module() -> None:
@@ -44,17 +63,17 @@ def test_the_adapter_is_at_most_its_floors_deep() -> None:
 
 def test_the_error_module_imports_nothing_of_the_adapters() -> None:
     """Every module may raise a domain error, so errors.py must sit on the bottom floor."""
-    assert GRAPH["decision_adapter.errors"] == set()
-    assert floors("decision_adapter.errors") == 1
+    assert GRAPH["decision_adapter.core.errors"] == set()
+    assert floors("decision_adapter.core.errors") == 1
 
 
 def test_a_cycle_is_seen() -> None:
     """The checks above can fail: a cycle added to the graph is found."""
-    GRAPH["decision_adapter.signals"].add("decision_adapter.serve")
+    GRAPH["decision_adapter.core.signals"].add("decision_adapter.serve")
     try:
         found = cycle()
     finally:
-        GRAPH["decision_adapter.signals"].discard("decision_adapter.serve")
+        GRAPH["decision_adapter.core.signals"].discard("decision_adapter.serve")
     assert found is not None and found[0] == found[-1]
 
 

@@ -1,4 +1,4 @@
-"""Each question type defined once (decision_adapter.question_types): every type the contract names has its kind,
+"""Each question type defined once (decision_adapter.core.question_types): every type the contract names has its kind,
 its kind names the request and answer models the schemas' unions hold, and the other modules read those names.
 
 No model is loaded: the answers, log lines and prompts a kind builds are checked on the real model in
@@ -13,16 +13,17 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from decision_adapter import contract, handlers, schemas
+from decision_adapter import handlers
 from decision_adapter import openai_schemas as oa
+from decision_adapter.core import contract, schemas
+from decision_adapter.core.question_types import KINDS, kind_of, types_phrase
 from decision_adapter.manifest import Calibration
 from decision_adapter.policy import OptionMix, QuestionBand
-from decision_adapter.question_types import KINDS, kind_of, types_phrase
 from decisionctl.evaluation import cases
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "containers" / "decision_adapter"
-DEFINITIONS = {"question_types.py", "contract.py", "schemas.py"}  # where a type is defined, not read
+DEFINITIONS = {"core/question_types.py", "core/contract.py", "core/schemas.py"}  # where a type is defined, not read
 
 
 def union_members(annotation: Any) -> set[type]:

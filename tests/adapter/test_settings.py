@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from decision_adapter.settings import (
+from decision_adapter.core.settings import (
     AdapterSettings,
     RuntimeSettings,
     SettingsError,

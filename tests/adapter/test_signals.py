@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from decision_adapter.adaptive import reported, settled
-from decision_adapter.signals import (
+from decision_adapter.core.signals import (
     debias_mode,
     label_mass,
     option_orders,

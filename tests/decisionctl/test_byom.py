@@ -40,7 +40,7 @@ import pytest
 from decision_adapter import events
 from decision_adapter.launcher import ROOT, AdapterProcess, free_port, wait_ready
 from decision_adapter.manifest import calibration_sha256, read_manifest
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
 
 from app import build_app

@@ -24,8 +24,7 @@ import botocore.session
 import httpx
 import pytest
 from botocore.stub import Stubber
-from decisionctl import cli
-from decisionctl.commands import check_deployed
+from decisionctl.commands import check_deployed, cli
 from decisionctl.evaluation.cases import load_cases
 from decisionctl.evaluation_record import EvaluationTolerance
 from decisionctl.review import deployed

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.load import costs
 from decisionctl.load.model_memory import ModelFootprint
 from decisionctl.load.prices import load_prices

@@ -196,7 +196,7 @@ def test_another_aws_error_is_not_taken_for_a_missing_endpoint() -> None:
 
 
 def test_the_command_is_listed(capsys: pytest.CaptureFixture[str]) -> None:
-    from decisionctl import cli
+    from decisionctl.commands import cli
 
     with pytest.raises(SystemExit):
         cli.main(["-h"])

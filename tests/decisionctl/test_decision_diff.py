@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from decision_adapter import contract
+from decision_adapter.core import contract
 from decision_adapter.manifest import Calibration, Manifest, SlotPrior, calibration_sha256, write_manifest
 from decision_adapter.policy import Band, Certificate, Provenance, seal
-from decisionctl import cli
 from decisionctl.certification.bounds import upper_bound
+from decisionctl.commands import cli
 
 from tests.app_support import start_app
 from tests.conftest import MODEL_SHA256, copy_model, require_model

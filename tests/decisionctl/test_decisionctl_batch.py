@@ -21,10 +21,10 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
-from decisionctl import cli
 from decisionctl.bulk import aws_calls, jobs
 from decisionctl.bulk.records import InputRecordError, PartAnswers, chunks, join, read_records, scan
 from decisionctl.bulk.run_state import ANSWERS, EVALUATE_DIR, BatchRunError, RunState, new_run_name
+from decisionctl.commands import cli
 from decisionctl.evaluation import comparison
 from decisionctl.load.prices import PriceTable
 from decisionctl.transport import RetryPolicy

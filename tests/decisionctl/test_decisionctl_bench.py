@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.load import workloads
 from decisionctl.load.closed_loop import run_level
 from decisionctl.load.prices import load_prices

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from decision_adapter.policy import Band, Certificate, Provenance, QuestionBand, seal
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.evaluation.cases import Prediction
 from decisionctl.evaluation.comparison import CompareError, compare, load_run, mcnemar_p
 

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from decision_adapter.manifest import Calibration, SlotPrior, read_manifest, write_manifest
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.evaluation import temperatures
 from decisionctl.evaluation.cases import Prediction
 
@@ -100,7 +100,17 @@ def evaluated(proxy: CountingProxy, tmp_path_factory: pytest.TempPathFactory) ->
     out = tmp_path_factory.mktemp("evaluate") / "run"
     predictions = out / "predictions.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "decisionctl.cli", "evaluate", str(EXAMPLES), "--url", proxy.url, "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "decisionctl.commands.cli",
+            "evaluate",
+            str(EXAMPLES),
+            "--url",
+            proxy.url,
+            "--out",
+            str(out),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -118,7 +128,17 @@ def evaluated(proxy: CountingProxy, tmp_path_factory: pytest.TempPathFactory) ->
     sent_first = proxy.count()
     time.sleep(0.5)  # let the proxy finish the request the killed client left in flight
     proc2 = subprocess.run(
-        [sys.executable, "-m", "decisionctl.cli", "evaluate", str(EXAMPLES), "--url", proxy.url, "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "decisionctl.commands.cli",
+            "evaluate",
+            str(EXAMPLES),
+            "--url",
+            proxy.url,
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=1200,

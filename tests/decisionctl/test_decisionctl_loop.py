@@ -21,7 +21,7 @@ import httpx
 import pytest
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decision_adapter.policy import Band, Certificate, Provenance, seal
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.evaluation.cases import load_cases
 
 from tests import capture_support

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.evaluation import metrics, scoring, temperatures
 from decisionctl.evaluation.cases import (
     CaseError,

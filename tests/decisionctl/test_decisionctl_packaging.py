@@ -19,7 +19,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.evaluation_record import RECORD_SCHEMA
 from decisionctl.release.packaging import package_model
 

@@ -16,8 +16,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from decisionctl import cli, dlc_registry
-from decisionctl.commands import ALL, BY_NAME, pin_images
+from decisionctl import dlc_registry
+from decisionctl.commands import ALL, BY_NAME, cli, pin_images
 from decisionctl.release import images
 
 ROOT = Path(__file__).resolve().parents[2]

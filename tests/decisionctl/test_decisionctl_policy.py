@@ -11,12 +11,13 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from decision_adapter.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
+from decision_adapter.core.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
 from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
 from decision_adapter.policy import Verdict, seal, verdict
-from decisionctl import cli, tables
+from decisionctl import tables
 from decisionctl.certification import bands
 from decisionctl.certification.policies import PolicyRefused, action_table, check_run_served, from_results
+from decisionctl.commands import cli
 from decisionctl.commands.options import input_flags_arg, shipped
 from decisionctl.evaluation.cases import Prediction, load_cases
 from decisionctl.evaluation.scoring import IDENTITY, PREDICTIONS, PredictionLog, case_digest

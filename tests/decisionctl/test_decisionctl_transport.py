@@ -22,7 +22,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from decision_endpoints_client.invocation import retry_after_seconds
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.transport import (
     HttpSender,
     RealTimeEndpointSender,

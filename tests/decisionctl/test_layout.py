@@ -14,7 +14,6 @@ from tests.import_graph_support import GRAPH, MODULES
 JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review", "operations"}
 # what several jobs and commands use; evaluation_record, dlc_registry and config_section are read by synth too
 SHARED = {
-    "cli",
     "commands",
     "tables",
     "plots",
@@ -151,7 +150,8 @@ def command_modules() -> dict[str, str]:
     return {
         m: MODULES[m].read_text()
         for m in MODULES
-        if m.startswith("decisionctl.commands.") and m not in {"decisionctl.commands.options"}
+        if m.startswith("decisionctl.commands.")
+        and m not in {"decisionctl.commands.options", "decisionctl.commands.cli"}
     }
 
 

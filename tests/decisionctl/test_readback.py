@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import get_args
 
 import pytest
-from decision_adapter import contract, schemas
-from decision_adapter.question_types import KINDS
+from decision_adapter.core import contract, schemas
+from decision_adapter.core.question_types import KINDS
 from decisionctl.readback import NOUL_OPTIONS, READBACKS, Readback, readback_of
 
 

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decisionctl import cli
-from decisionctl.commands import check_deployed, options
+from decisionctl.commands import check_deployed, cli, options
 from decisionctl.review import deployed
 
 from tests.app_support import AppServer

@@ -14,8 +14,7 @@ from typing import Any
 import botocore.session
 import pytest
 from botocore.stub import Stubber
-from decisionctl import cli
-from decisionctl.commands import served_record
+from decisionctl.commands import cli, served_record
 
 STACK = "DecisionEndpoints-prod-Serving"
 REGION = "us-west-2"

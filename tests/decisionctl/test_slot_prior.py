@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from decision_adapter.calibration import SlotPriorMismatch, checked_prior
 from decision_adapter.manifest import SlotPrior, read_manifest, write_manifest
-from decisionctl.cli import main as decisionctl
+from decisionctl.commands.cli import main as decisionctl
 
 from tests.app_support import AppServer, start_app
 from tests.conftest import MODEL_SHA256, copy_model, require_model, start_adapter

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 from decision_adapter.manifest import read_manifest
-from decisionctl import cli
-from decisionctl.commands import record_evaluation
+from decisionctl.commands import cli, record_evaluation
 from decisionctl.evaluation.cases import QUESTION_ID
 from decisionctl.evaluation_record import EvaluationConfig
 from decisionctl.transport import Reply

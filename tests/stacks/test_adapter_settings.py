@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.answer_settings import AnswerSettings, shown, variable
-from decision_adapter.settings import AdapterSettings, load_adapter_settings
+from decision_adapter.core.answer_settings import AnswerSettings, shown, variable
+from decision_adapter.core.settings import AdapterSettings, load_adapter_settings
 from pydantic.fields import FieldInfo
 
 from app import build_app

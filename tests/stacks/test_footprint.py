@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.gguf_metadata import ModelMetadata
-from decision_adapter.kv_memory import STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS
+from decision_adapter.core.gguf_metadata import ModelMetadata
+from decision_adapter.core.kv_memory import STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS
 from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256
 from decision_adapter.manifest import read_manifest
-from decisionctl import cli
+from decisionctl.commands import cli
 from decisionctl.load.model_memory import RUNTIME_OVERHEAD_MB, memory_needed_mb
 
 from app import build_app

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
-from decision_adapter.settings import (
+from decision_adapter.core.settings import (
     SM_PREFIX,
     AdapterSettings,
     SettingsError,

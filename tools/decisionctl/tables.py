@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from decision_adapter.schemas import DecisionResponse
+from decision_adapter.core.schemas import DecisionResponse
 
-from decisionctl.evaluation import intercepts
 from decisionctl.readback import readback_of
 
 
@@ -148,7 +147,7 @@ def calibration(fit: Mapping[str, Any]) -> str:
         row = [t, v["fit_cases"], v["heldout_cases"], num(v["temperature_before"]), fitted]
         rows.append([*row, *(num(v[m]) for m in measured), verdict])
     out = [table(_CALIBRATION_HEADERS, rows)]
-    if (pair := intercepts.summary(fit["per_type"].get("noul") or {})) is not None:
+    if (pair := _intercept_line(fit["per_type"].get("noul") or {})) is not None:
         out.append(pair)
     if any(v["at_search_bound"] for v in fit["per_type"].values()):
         out.append("A fit at the search bound means the scores of that type carry little usable signal on these cases.")
@@ -156,6 +155,19 @@ def calibration(fit: Mapping[str, Any]) -> str:
     ece = f"{num(fit['heldout_ece_before'])} before, {num(fit['heldout_ece_after'])} after"
     out.append(f"Held-out ECE ({fit['heldout_cases']} cases): {ece}: {verdict}")
     return "\n".join(out)
+
+
+def _intercept_line(fitted: Mapping[str, Any]) -> str | None:
+    """A line under evaluate's calibration table: the yes/no pair fitted and whether it applied (None: not fitted)."""
+    if "pair_applied" not in fitted:
+        return None
+    verdict = "applied" if fitted["pair_applied"] else "not applied: held-out ECE not lower than without it"
+    bound = " (search bound)" if fitted["pair_at_search_bound"] else ""
+    return (
+        f"noul temperature and intercept fitted together: T {fitted['pair_temperature']:.3f}, b "
+        f"{fitted['pair_intercept']:.3f}{bound} (b in force {fitted['intercept_before']:.3f}); held-out ECE "
+        f"{num(fitted['heldout_ece_without_pair'])} without, {num(fitted['heldout_ece_pair'])} with: {verdict}"
+    )
 
 
 def bench(targets: Sequence[Mapping[str, Any]]) -> str:
@@ -178,17 +190,9 @@ def bench(targets: Sequence[Mapping[str, Any]]) -> str:
             if lv is None:
                 row += ["-"] * (9 if has_cost else 8)
                 continue
-            lat = lv["latency_s"]
-            row += [
-                num(lv["throughput_per_s"], 2),
-                num(lat["p50"]),
-                num(lat["p95"]),
-                num(lat["p99"]),
-                pct(lv["rate_429"]),
-                num(lv["sends_per_accepted"], 2),
-                str(lv["lost"]),
-                pct(lv["error_rate"]),
-            ]
+            latency = [num(lv["latency_s"][p]) for p in ("p50", "p95", "p99")]
+            row += [num(lv["throughput_per_s"], 2), *latency, pct(lv["rate_429"]), num(lv["sends_per_accepted"], 2)]
+            row += [str(lv["lost"]), pct(lv["error_rate"])]
             if has_cost:
                 row.append(num(lv.get("cost_per_1000"), 4))
         rows.append(row)
@@ -204,20 +208,12 @@ def bench(targets: Sequence[Mapping[str, Any]]) -> str:
 def comparison(report: Mapping[str, Any]) -> str:
     """Baseline against candidate: accuracy, changed decisions, distribution shift, automated decisions."""
     sections = {"all types": report["overall"], **report["by_type"]}
-    rows = [
-        [
-            name,
-            s["cases"],
-            pct(s["accuracy_base"]),
-            pct(s["accuracy_new"]),
-            f"{s['decisions_changed']} ({pct(s['decisions_changed_rate'])})",
-            f"+{s['fixed']} / -{s['broken']}",
-            num(s["mcnemar_p"]),
-            num(s["mean_total_variation"]),
-            num(s["max_total_variation"]),
-        ]
-        for name, s in sections.items()
-    ]
+    rows = []
+    for name, s in sections.items():
+        changed = f"{s['decisions_changed']} ({pct(s['decisions_changed_rate'])})"
+        row = [name, s["cases"], pct(s["accuracy_base"]), pct(s["accuracy_new"]), changed]
+        tv = [num(s["mean_total_variation"]), num(s["max_total_variation"])]
+        rows.append([*row, f"+{s['fixed']} / -{s['broken']}", num(s["mcnemar_p"]), *tv])
     headers = ["", "cases", "acc base", "acc new", "changed", "fixed/broken", "McNemar p", "mean TV", "max TV"]
     parts = [table(headers, rows)]
     overall = report["overall"]

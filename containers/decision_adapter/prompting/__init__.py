@@ -6,10 +6,10 @@ template in systemone.py), else this project's generic prompt in the model's cha
 
 from __future__ import annotations
 
-from ..contract import StateBoundary
-from ..gguf_metadata import DecisionMetadata, ModelMetadata
-from ..settings import AdapterSettings
-from ..signals import DebiasMode
+from ..core.contract import StateBoundary
+from ..core.gguf_metadata import DecisionMetadata, ModelMetadata
+from ..core.settings import AdapterSettings
+from ..core.signals import DebiasMode
 from .base import PassSpec, PromptScheme
 from .generic import GenericScheme, build_template
 from .gguf import declared_scheme

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..contract import StateBoundary
-from ..question_types import kind_of
-from ..schemas import AnyQuestion, Option, Text, render_text
-from ..signals import DebiasMode, option_orders
+from ..core.contract import StateBoundary
+from ..core.question_types import kind_of
+from ..core.schemas import AnyQuestion, Option, Text, render_text
+from ..core.signals import DebiasMode, option_orders
 from .base import OUT_OF_SCOPE, PassSpec, combine_passes, labels
 from .boundary import state_block, system_line
 from .sandbox import sandbox

@@ -26,9 +26,9 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from ..contract import MAX_CHOICE_OPTIONS
-from ..gguf_metadata import TEMPLATE_KEY, DecisionMetadata, InvalidDecisionMetadata, Temperatures
-from ..schemas import AnyQuestion, ChoiceQuestion, Option, Text
+from ..core.contract import MAX_CHOICE_OPTIONS
+from ..core.gguf_metadata import TEMPLATE_KEY, DecisionMetadata, InvalidDecisionMetadata, Temperatures
+from ..core.schemas import AnyQuestion, ChoiceQuestion, Option, Text
 from .base import Code, PassSpec, PromptScheme, combine_passes, labels, leading_single_tokens
 from .sandbox import Tokenize
 from .systemone import QuestionView, SystemOneTemplate

@@ -25,9 +25,9 @@ from typing import Any
 
 from jinja2 import TemplateError
 
-from ..errors import RuntimeFailure
-from ..gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata
-from ..schemas import Text
+from ..core.errors import RuntimeFailure
+from ..core.gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata
+from ..core.schemas import Text
 from .sandbox import Tokenize, sandbox, to_json
 
 _STABLE_CUT_TRIES = (8, 32)  # newline cuts, then character cuts, tried before giving up on a prefix

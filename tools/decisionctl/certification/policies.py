@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from decision_adapter.answer_settings import AnswerSettings, contradictions, run_answer_settings
-from decision_adapter.contract import DEFAULT_REVIEW_INPUT_FLAGS
+from decision_adapter.core.answer_settings import AnswerSettings, contradictions, run_answer_settings
+from decision_adapter.core.contract import DEFAULT_REVIEW_INPUT_FLAGS
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import (
     ACTIONS,

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
+from decision_adapter.core.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
 
 from decisionctl.transport import (
     DEFAULT_ROUTE,

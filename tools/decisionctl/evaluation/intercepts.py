@@ -11,14 +11,13 @@ T = T0 / a. Options are in the order yes, no (decisionctl.evaluation.cases).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from decision_adapter.contract import MAX_INTERCEPT
-from decision_adapter.signals import shift_log_odds
+from decision_adapter.core.contract import MAX_INTERCEPT
+from decision_adapter.core.signals import shift_log_odds
 
 from decisionctl.evaluation.cases import Prediction, reanswered
 from decisionctl.evaluation.search import LOG_A_BOUNDS, golden_section
@@ -85,23 +84,6 @@ def fit_pair(preds: Sequence[Prediction]) -> PairFit:
         and _B_BOUNDS[0] + 1e-3 < intercept < _B_BOUNDS[1] - 1e-3
     )
     return PairFit(exponent, intercept, bound)
-
-
-def summary(fitted: Mapping[str, Any]) -> str | None:
-    """A line under evaluate's calibration table: the yes/no pair fitted and whether it applied (None: not fitted)."""
-    if "pair_applied" not in fitted:
-        return None
-    verdict = "applied" if fitted["pair_applied"] else "not applied: held-out ECE not lower than without it"
-    bound = " (search bound)" if fitted["pair_at_search_bound"] else ""
-    return (
-        f"noul temperature and intercept fitted together: T {fitted['pair_temperature']:.3f}, b "
-        f"{fitted['pair_intercept']:.3f}{bound} (b in force {fitted['intercept_before']:.3f}); held-out ECE "
-        f"{_num(fitted['heldout_ece_without_pair'])} without, {_num(fitted['heldout_ece_pair'])} with: {verdict}"
-    )
-
-
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
 
 
 def _arrays(preds: Sequence[Prediction]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.schemas import RequestRun
+from decision_adapter.core.schemas import RequestRun
 from pydantic import ValidationError
 from tqdm import tqdm
 

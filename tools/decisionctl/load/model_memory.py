@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from decision_adapter.kv_memory import MIB, STATE_CACHE_CONTEXTS, state_cache_bytes
+from decision_adapter.core.kv_memory import MIB, STATE_CACHE_CONTEXTS, state_cache_bytes
 from pydantic import Field
 
 from decisionctl.config_section import FrozenConfig
@@ -29,7 +29,8 @@ class ModelFootprint(FrozenConfig):
     kv_bytes_per_token: int = Field(
         gt=0,
         description="K and V in f16 for every layer per context token: block_count x head_count_kv x (key_length + "
-        "value_length) x 2 from the GGUF's metadata (decision_adapter.kv_memory; manifest.json's kv_bytes_per_token).",
+        "value_length) x 2 from the GGUF's metadata (decision_adapter.core.kv_memory; manifest.json's "
+        "kv_bytes_per_token).",
     )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.answer_settings import AnswerSettings, variable
+from decision_adapter.core.answer_settings import AnswerSettings, variable
 
 from decisionctl.evaluation_record import RECORD_OUTPUT
 from decisionctl.operations.deployed_names import ClientFor, Deployed, Section, load

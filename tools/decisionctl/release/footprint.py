@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from decision_adapter.gguf_metadata import ModelMetadata
+from decision_adapter.core.gguf_metadata import ModelMetadata
 
 # the metadata keys the footprint reads; the tokenizer's arrays (most of the header) are not converted
 _SHAPE_KEYS = ("general.architecture", "general.name")
@@ -113,8 +113,8 @@ def shape_metadata(path: Path) -> dict[str, str]:
 
 
 def read_footprint(path: Path) -> Footprint:
-    """The file's size and KV bytes per token (decision_adapter.kv_memory's formula, as the adapter sizes its cache);
-    FootprintError where a shape key the formula needs is missing (llama.cpp's fallbacks would be a guess)."""
+    """The file's size and KV bytes per token (decision_adapter.core.kv_memory's formula, as the adapter sizes its
+    cache); FootprintError where a shape key the formula needs is missing (llama.cpp's fallbacks would be a guess)."""
     meta = shape_metadata(path)
     arch = meta.get("general.architecture")
     if arch is None:

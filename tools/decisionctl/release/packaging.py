@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from decision_adapter.answer_settings import AnswerSettings, contradictions, shown
+from decision_adapter.core.answer_settings import AnswerSettings, contradictions, shown
 from decision_adapter.manifest import (
     MANIFEST_NAME,
     SCHEMA,

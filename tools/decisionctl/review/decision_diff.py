@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.answer_settings import AnswerSettings
+from decision_adapter.core.answer_settings import AnswerSettings
 
 from decisionctl.evaluation_record import UNGATED, DecisionGates
 from decisionctl.review import record as records

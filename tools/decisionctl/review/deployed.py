@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.answer_settings import contradictions, run_answer_settings, shown
+from decision_adapter.core.answer_settings import contradictions, run_answer_settings, shown
 
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import Case

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.answer_settings import AnswerSettings, contradictions, merged, run_answer_settings
+from decision_adapter.core.answer_settings import AnswerSettings, contradictions, merged, run_answer_settings
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import ACTIONS, Policy, verdict
 

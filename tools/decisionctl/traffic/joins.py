@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.schemas import Answer
+from decision_adapter.core.schemas import Answer
 
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import QUESTION_ID, parse_case, prediction_from_response, run_fingerprint
