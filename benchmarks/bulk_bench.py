@@ -196,7 +196,18 @@ def bench_memory(tmp: Path, count: int, *, answered: bool) -> dict[str, Any]:
     write_cases(cases, count, "jev-latest" if answered else "not-served-here")
     adapter = start_adapter(tmp / "adapter", env={"DECISION_ORDER_DEBIAS": "false"})
     adapter_start = psutil.Process(adapter.proc.pid).memory_info().rss / 2**20
-    cmd = [sys.executable, "-m", "decisionctl.commands.cli", "batch", "run", str(cases), "--url", adapter.url, "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "decisionctl.commands.cli",
+        "batch",
+        "run",
+        str(cases),
+        "--url",
+        adapter.url,
+        "--out",
+        str(out),
+    ]
     t0 = time.perf_counter()
     try:
         client = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
