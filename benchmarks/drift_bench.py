@@ -32,9 +32,9 @@ SETTINGS = {  # name=value -> the adapter's environment
 
 def measure(setting: str) -> dict[str, Any]:
     from decision_adapter.launcher import MODEL_DIR, start_adapter
+    from decision_spec.evaluation_record import EvaluationConfig
     from decisionctl.evaluation import scoring
     from decisionctl.evaluation.cases import parse_cases
-    from decisionctl.evaluation_record import EvaluationConfig
     from decisionctl.review import decision_diff
     from decisionctl.review import record as records
     from decisionctl.review.deployed import compare, recorded_margin

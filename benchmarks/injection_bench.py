@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from decision_adapter.core.contract import STATE_BOUNDARIES
 from decision_adapter.identity import cpu_model
 from decision_adapter.launcher import MODEL_DIR, start_adapter
+from decision_spec.contract import STATE_BOUNDARIES
 
 try:
     from injection_payloads import FAMILIES, Attack, Case, answer_distribution, attacked_state, load_cases, schedule

@@ -5,46 +5,35 @@
   records them and the adapter adopts them at start, refusing another value in its environment. The evaluation
   record holds those its run served; where it binds, the stack writes them into the container environment, and
   `model.answer_settings` in cdk.json, if given, must agree with it (a contradiction stops synth, naming both
-  values). `ArtifactAnswerSettings` is the stacks' copy of decision_adapter.core.answer_settings.AnswerSettings.
+  values). `ArtifactAnswerSettings` is decision_spec.answer_settings.AnswerSettings, strict.
 - The settings that do not change answers (admission wait, Retry-After floor, state cache, body limit, state
   reuse, text logging, drain time, the served model name, the request limits, a shared endpoint's reticence) are
   set per decision endpoint, `<section>.adapter` (`AdapterOptions`); `max_concurrency` and `max_queue` stay on
   the section.
 
-The stacks do not import the adapter: tests/stacks/test_adapter_settings.py checks every name and bound here
-against its settings, and that each of its settings is one of the two kinds or one the stack sets itself.
+The stacks do not import the adapter: tests/stacks/test_adapter_settings.py checks `AdapterOptions`' names and
+bounds against its settings, and that each of its settings is one of the two kinds or one the stack sets itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, ValidationError
-
-from stacks.config_base import FrozenConfig
-
-ENV_PREFIX = "DECISION_"
+from decision_spec.answer_settings import AnswerSettings, shown, variable
+from decision_spec.config_base import FrozenConfig
+from pydantic import ConfigDict, Field, ValidationError
 
 
-class ArtifactAnswerSettings(FrozenConfig):
-    """The settings that change answers, as cdk.json expects them and the evaluation record holds them; null or
-    absent: not stated."""
+class ArtifactAnswerSettings(AnswerSettings):
+    """The settings that change answers (decision_spec.answer_settings.AnswerSettings: the one model the adapter,
+    decisionctl and the stacks read), as cdk.json states them and the evaluation record holds them: strict, as every
+    cdk.json section; null or absent: not stated."""
 
-    order_debias: Literal["off", "reverse", "rotations", "adaptive"] | None = Field(
-        default=None, description="DECISION_ORDER_DEBIAS."
-    )
-    adaptive_tolerance: float | None = Field(default=None, gt=0.0, le=1.0, description="DECISION_ADAPTIVE_TOLERANCE.")
-    state_boundary: Literal["off", "tagged", "datamarked", "sandwiched", "spotlit"] | None = Field(
-        default=None, description="DECISION_STATE_BOUNDARY."
-    )
-    out_of_scope: bool | None = Field(default=None, description="DECISION_OUT_OF_SCOPE.")
-    min_label_mass: float | None = Field(default=None, gt=0.0, le=1.0, description="DECISION_MIN_LABEL_MASS.")
-    rotation_max_options: int | None = Field(default=None, ge=2, le=26, description="DECISION_ROTATION_MAX_OPTIONS.")
-    debias_max_options: int | None = Field(default=None, ge=2, le=255, description="DECISION_DEBIAS_MAX_OPTIONS.")
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     def stated(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
+        return self.recorded()
 
 
 class AdapterOptions(FrozenConfig):
@@ -95,16 +84,6 @@ class AdapterOptions(FrozenConfig):
     )
 
 
-def variable(name: str) -> str:
-    """The adapter's environment variable of a setting (decision_adapter.core.answer_settings.variable)."""
-    return ENV_PREFIX + name.upper()
-
-
-def shown(value: object) -> str:
-    """A setting's value as its environment variable writes it (booleans as true and false)."""
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
 def environment(values: Mapping[str, Any]) -> dict[str, str]:
     """Settings as the container environment writes them."""
     return {variable(name): shown(value) for name, value in values.items()}
@@ -126,13 +105,6 @@ def read_recorded(block: object) -> tuple[ArtifactAnswerSettings | None, str]:
         return None, f"answer_settings.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
 
 
-def contradictions(expected: ArtifactAnswerSettings, recorded: ArtifactAnswerSettings) -> dict[str, tuple[Any, Any]]:
-    """The settings both state, with different values: name -> (expected, recorded)."""
-    a, b = expected.stated(), recorded.stated()
-    both = [name for name in ArtifactAnswerSettings.model_fields if name in a and name in b]
-    return {name: (a[name], b[name]) for name in both if a[name] != b[name]}
-
-
 def answer_environment(
     expected: ArtifactAnswerSettings | None, recorded: ArtifactAnswerSettings | None
 ) -> dict[str, str]:
@@ -140,6 +112,3 @@ def answer_environment(
     cdk.json states (synth has refused where they contradict each other)."""
     stated = {**(recorded.stated() if recorded else {}), **(expected.stated() if expected else {})}
     return environment(stated)
-
-
-ANSWER_VARIABLES = frozenset(variable(name) for name in ArtifactAnswerSettings.model_fields)

@@ -24,14 +24,14 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
+from decision_spec.instance_types import has_local_nvme
+from decision_spec.names import JSON_LINES
 
 from stacks.bulk_config import BatchTransform
-from stacks.instance_types import has_local_nvme
 from stacks.nag import acknowledge, arn_prefix, object_finding
 
 INPUT_PREFIX = "batch/input/"
 OUTPUT_PREFIX = "batch/output/"
-JSON_LINES = "application/jsonlines"
 # Step Functions' .sync integration learns that a job ended from this rule, which it creates itself.
 SYNC_RULE = "StepFunctionsGetEventsForSageMakerTransformJobsRule"
 # What the execution returns: enough for `decisionctl batch run` to time and price the job.

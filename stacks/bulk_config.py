@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Literal
 
+from decision_spec.config_base import FrozenConfig
+from decision_spec.instance_types import InstanceType, instance_kind, is_gpu_instance
 from pydantic import BaseModel, Field, ValidationInfo
-
-from stacks.config_base import FrozenConfig
-from stacks.instance_types import InstanceType, instance_kind, is_gpu_instance
 
 # Keys in cdk.json; `async` is a Python keyword, so EnvironmentConfig holds it as async_inference.
 BULK_SECTIONS = ("batch", "async")
 # The adapter refuses bodies over DECISION_MAX_BODY_BYTES (6 MiB by default): a mini-batch must fit in it.
-MAX_PAYLOAD_MB = 6
+MINI_BATCH_MAX_MB = 6
 # Transform job names are at most 63 characters: "<env>-batch-" (up to 22) leaves 41 for the execution name.
 RUN_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,39}$"
 
@@ -47,7 +46,7 @@ class BatchTransform(_Bulk):
     max_concurrent_transforms: int = Field(
         ge=1, le=64, description="Mini-batches in flight per instance; at most the adapter's concurrency + queue."
     )
-    max_payload_mb: int = Field(ge=1, le=MAX_PAYLOAD_MB, description="MaxPayloadInMB of one mini-batch.")
+    max_payload_mb: int = Field(ge=1, le=MINI_BATCH_MAX_MB, description="MaxPayloadInMB of one mini-batch.")
     invocation_timeout_seconds: int = Field(
         default=600, ge=1, le=3600, description="How long one mini-batch may take (InvocationsTimeoutInSeconds)."
     )

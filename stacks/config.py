@@ -14,14 +14,14 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import aws_cdk as cdk
-from decisionctl.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
-from decisionctl.evaluation_record import EvaluationConfig
-from decisionctl.load.model_memory import ModelFootprint
+from decision_spec.config_base import FrozenConfig
+from decision_spec.dlc_registry import DLC_REGISTRY_ACCOUNTS, registry_account
+from decision_spec.evaluation_record import EvaluationConfig
+from decision_spec.memory import ModelFootprint
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from stacks.adapter_settings import ArtifactAnswerSettings
 from stacks.bulk_config import BULK_SECTIONS, AsyncEndpointConfig, BatchTransform, check_runs_on
-from stacks.config_base import FrozenConfig
 from stacks.data_capture import DataCapture
 from stacks.decision_shift import DecisionShift, rollback_alarm_count
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
@@ -57,7 +57,8 @@ class DlcImages(FrozenConfig):
     """The AWS llama.cpp Deep Learning Containers the images derive from, pinned by digest (never a tag)."""
 
     registry_account: str = Field(
-        pattern=r"^\d{12}$", description="Account of the region's DLC registry (tools/decisionctl/dlc_registry.py)."
+        pattern=r"^\d{12}$",
+        description="Account of the region's DLC registry (containers/decision_spec/dlc_registry.py).",
     )
     repository: str = Field(pattern=r"^[a-z0-9][a-z0-9._/-]*$", description="DLC repository, `llama-cpp` on x86.")
     cpu_digest: ImageDigest = Field(description="Digest of llama-cpp:server-sagemaker-cpu-v1.")

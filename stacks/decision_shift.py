@@ -25,23 +25,22 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from decision_spec import events
+from decision_spec.config_base import FrozenConfig
+from decision_spec.contract import SHAPE_OF_TYPE, QuestionType
 from pydantic import Field, model_validator
-
-from stacks.config_base import FrozenConfig
 
 MAX_ALARM_METRICS = 10  # a metric math alarm reads at most 10 metrics (CloudWatch's hard limit)
 POLICY_DIMENSION = "Policy"
-POLICY_FIELD = "$.policy"  # the decision line's policy version (decision_adapter.events.POLICY_FIELD)
-PICKED_FIELD = "picked"  # decision line: {"q<x_options_sha256>_<option index>": answers that picked it}
-LABEL_MASS_SUM_FIELD = "label_mass_sum"
-LABEL_MASS_ANSWERS_FIELD = "label_mass_answers"
-# action -> the decision line's per-request count (decision_adapter.events.ACTION_COUNT_FIELDS) and its metric id
-ACTION_FIELDS = {"automate": "automated", "review": "reviewed", "abstain": "abstained"}
-ACTION_METRICS = {"automate": "AutomatedAnswers", "review": "ReviewedAnswers", "abstain": "AbstainedAnswers"}
+# action -> the metric id of the decision line's per-request count (decision_spec.events.ACTION_COUNT_FIELDS)
+ACTION_METRICS: dict[str, str] = {
+    "automate": "AutomatedAnswers",
+    "review": "ReviewedAnswers",
+    "abstain": "AbstainedAnswers",
+}
 
-# question type -> its answer shape (decision_adapter.core.question_types; stacks do not import the adapter). A pick is
-# counted as one option index per answer (`picked.q<x_options_sha256>_<i>`), so only these shapes can route.
-ANSWER_SHAPES = {"noul": "categorical", "choice": "categorical", "score": "categorical"}
+# A pick is counted as one option index per answer (`picked.q<x_options_sha256>_<i>`), so only these answer shapes
+# (decision_spec.contract.SHAPE_OF_TYPE) can route.
 PICKED_SHAPES = ("categorical",)
 
 Hex16 = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
@@ -51,7 +50,7 @@ Share = Annotated[float, Field(ge=0.0, le=1.0)]
 class OptionShares(FrozenConfig):
     """One question's option mix on the certifying cases (decision_adapter.policy.OptionMix)."""
 
-    type: Literal["noul", "choice", "score"]
+    type: QuestionType
     cases: int = Field(ge=1)
     options: tuple[str, ...] = Field(min_length=2)
     shares: tuple[Share, ...]
@@ -72,8 +71,8 @@ class CertifiedShares(FrozenConfig):
 
     @model_validator(mode="after")
     def _every_action(self) -> CertifiedShares:
-        if set(self.actions) != set(ACTION_FIELDS) or abs(sum(self.actions.values()) - 1.0) > 1e-6:
-            raise ValueError(f"actions must give a share to each of {list(ACTION_FIELDS)}, summing to 1")
+        if set(self.actions) != set(events.ACTION_COUNT_FIELDS) or abs(sum(self.actions.values()) - 1.0) > 1e-6:
+            raise ValueError(f"actions must give a share to each of {list(events.ACTION_COUNT_FIELDS)}, summing to 1")
         return self
 
 
@@ -101,7 +100,7 @@ class DecisionShift(FrozenConfig):
                 "policy's certified_mix again, or name questions it certified"
             )
         types = {q: self.certified.questions[q].type for q in self.routing_questions}
-        unpicked = sorted(q for q, t in types.items() if ANSWER_SHAPES[t] not in PICKED_SHAPES)
+        unpicked = sorted(q for q, t in types.items() if SHAPE_OF_TYPE[t] not in PICKED_SHAPES)
         if unpicked:
             raise ValueError(f"routing_questions {unpicked} are of a type whose answers pick no single option")
         options = sum(len(self.certified.questions[q].options) for q in self.routing_questions)
@@ -118,19 +117,15 @@ class DecisionShift(FrozenConfig):
         return 1 + (1 if self.routing_questions else 0) + (1 if self.min_mean_label_mass is not None else 0)
 
 
-def picked_key(question: str, option_index: int) -> str:
-    return f"q{question}_{option_index}"
-
-
 def decision_pattern(field: str, at_least: int = 0) -> str:
     """Decision lines that carry the field (a metric value is read only from lines the pattern matches)."""
-    return f'{{ $.event = "decision" && $.{field} >= {at_least} }}'
+    return f'{{ $.event = "{events.DECISION}" && $.{field} >= {at_least} }}'
 
 
 def action_shift_expression(certified: CertifiedShares, min_answers: int) -> str:
     """The largest distance, in percentage points, of an action's share from its certified share."""
-    answers = " + ".join(ACTION_FIELDS)
-    terms = [f"ABS(100 * {a} / ({answers}) - {100 * certified.actions[a]:g})" for a in ACTION_FIELDS]  # type: ignore[index]
+    answers = " + ".join(events.ACTION_COUNT_FIELDS)
+    terms = [f"ABS(100 * {a} / ({answers}) - {100 * certified.actions[a]:g})" for a in events.ACTION_COUNT_FIELDS]
     return f"IF({answers} >= {min_answers}, MAX([{', '.join(terms)}]), 0)"
 
 
@@ -189,9 +184,11 @@ class DecisionShiftAlarms(Construct):
         self.period = period
         self._m_of_n = (evaluation_periods, datapoints_to_alarm)
         self.filters: dict[str, logs.MetricFilter] = {}
-        self.actions = actions = {
-            a: self._sum(ACTION_METRICS[a], decision_pattern(f), f"$.{f}", log_group) for a, f in ACTION_FIELDS.items()
+        self.actions: dict[str, cloudwatch.IMetric] = {
+            a: self._sum(ACTION_METRICS[a], decision_pattern(f), f"$.{f}", log_group)
+            for a, f in events.ACTION_COUNT_FIELDS.items()
         }
+        actions = self.actions
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         version = shift.policy_version
         self.alarms["actions"] = self._alarm(
@@ -207,11 +204,11 @@ class DecisionShiftAlarms(Construct):
         if shift.routing_questions:
             picks = {}
             for metric_id, (question, i) in option_metric_ids(shift).items():
-                key = picked_key(question, i)
+                key = events.picked_key(question, i)
                 picks[metric_id] = self._sum(
                     f"Picked-{question}-{i}",
-                    decision_pattern(f"{PICKED_FIELD}.{key}", 1),
-                    f"$.{PICKED_FIELD}.{key}",
+                    decision_pattern(f"{events.PICKED_FIELD}.{key}", 1),
+                    f"$.{events.PICKED_FIELD}.{key}",
                     log_group,
                 )
             totals: dict[str, cloudwatch.IMetric] = {
@@ -232,14 +229,14 @@ class DecisionShiftAlarms(Construct):
             masses = {
                 "lm_sum": self._sum(
                     "LabelMassSum",
-                    decision_pattern(LABEL_MASS_ANSWERS_FIELD, 1),
-                    f"$.{LABEL_MASS_SUM_FIELD}",
+                    decision_pattern(events.LABEL_MASS_ANSWERS_FIELD, 1),
+                    f"$.{events.LABEL_MASS_SUM_FIELD}",
                     log_group,
                 ),
                 "lm_answers": self._sum(
                     "LabelMassAnswers",
-                    decision_pattern(LABEL_MASS_ANSWERS_FIELD, 1),
-                    f"$.{LABEL_MASS_ANSWERS_FIELD}",
+                    decision_pattern(events.LABEL_MASS_ANSWERS_FIELD, 1),
+                    f"$.{events.LABEL_MASS_ANSWERS_FIELD}",
                     log_group,
                 ),
             }
@@ -256,7 +253,7 @@ class DecisionShiftAlarms(Construct):
 
     def widget(self) -> cloudwatch.GraphWidget:
         """The watched version's action shares beside the distance the action alarm reads."""
-        answers = " + ".join(ACTION_FIELDS)
+        answers = " + ".join(events.ACTION_COUNT_FIELDS)
         shares: list[cloudwatch.IMetric] = [
             cloudwatch.MathExpression(
                 expression=f"100 * {a} / ({answers})",
@@ -288,7 +285,7 @@ class DecisionShiftAlarms(Construct):
             metric_namespace=self.namespace,
             metric_name=metric_name,
             metric_value=value,
-            dimensions={POLICY_DIMENSION: POLICY_FIELD},
+            dimensions={POLICY_DIMENSION: f"$.{events.POLICY_FIELD}"},
         )
         return cloudwatch.Metric(
             namespace=self.namespace,

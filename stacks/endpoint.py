@@ -22,18 +22,17 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
+from decision_spec.instance_types import has_local_nvme
+from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
 
 from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import deployment_config
 from stacks.hosting import DEFAULT_HOSTING, ComponentsHosting, ServerlessHosting
 from stacks.hosting_variants import component_deployment, component_variant, inference_component, serverless_variant
-from stacks.instance_types import has_local_nvme
 from stacks.nag import acknowledge
 from stacks.shadow import ShadowCandidate, ShadowModel, shadow_variant
 
 VARIANT_NAME = "AllTraffic"
-ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"  # SageMaker's own name for an endpoint's log group
-COMPONENT_LOG_GROUP_PREFIX = "/aws/sagemaker/InferenceComponents/"  # where a component's container writes
 # The namespaces SageMaker's agent writes an endpoint's (and its components') instance metrics to.
 METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
 EndpointSettings = CpuEndpoint | GpuEndpoint | ChatEndpoint

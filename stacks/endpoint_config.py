@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from decision_spec.config_base import FrozenConfig
+from decision_spec.instance_types import (
+    InstanceType,
+    check_cuda_coverage,
+    has_local_nvme,
+    instance_kind,
+    is_gpu_instance,
+)
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stacks.adapter_settings import AdapterOptions
-from stacks.config_base import FrozenConfig
 from stacks.guardrails import Deployment
 from stacks.hosting import DEFAULT_HOSTING, Hosting, refusals
-from stacks.instance_types import InstanceType, check_cuda_coverage, has_local_nvme, instance_kind, is_gpu_instance
 from stacks.shadow import ShadowCandidate, refuse_rolling
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import aws_cdk as cdk
+from decision_spec.answer_settings import contradictions, shown
 
-from stacks.adapter_settings import contradictions, shown
 from stacks.config import PLACEHOLDER_SHA256, ConfigError, EnvironmentConfig
 from stacks.evaluation_config import Binding, fix_command, read_binding
 

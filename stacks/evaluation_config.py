@@ -4,7 +4,7 @@
 against an adapter serving the artifact; synth reads it back here and checks that it is the evaluation of
 the model cdk.json deploys, on the suite as it is now: the file in the repository, or, where cdk.json states the
 suite's sha256 (`suite_sha256`, a suite kept out of git), the suite with that sha256. The record's format and the
-`evaluation` block are decisionctl.evaluation_record's, which synth and decisionctl both read.
+`evaluation` block are decision_spec.evaluation_record's, which synth and decisionctl both read.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from decisionctl.evaluation_record import EvaluationConfig, parse_record
-from decisionctl.load.model_memory import ModelFootprint
+from decision_spec.evaluation_record import EvaluationConfig, parse_record
+from decision_spec.memory import ModelFootprint
 from pydantic import ValidationError
 
 from stacks.adapter_settings import ArtifactAnswerSettings, read_recorded

@@ -20,10 +20,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
+from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
 
 from stacks.config import EnvironmentConfig
 from stacks.data_capture import expire_captures
-from stacks.endpoint import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
 from stacks.model_artifacts import ModelArtifacts
 from stacks.repository import ImageRepository
 

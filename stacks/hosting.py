@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from decisionctl.load import model_memory
-from decisionctl.load.model_memory import (
+from decision_spec import memory as model_memory
+from decision_spec.config_base import FrozenConfig
+from decision_spec.memory import (
     MISSING_FOOTPRINT,
     SERVERLESS_MEMORY_MB,
     SERVERLESS_MEMORY_STEP_MB,
@@ -29,10 +30,8 @@ from decisionctl.load.model_memory import (
 )
 from pydantic import Field
 
-from stacks.config_base import FrozenConfig
-
 # The memory sizing (what the model needs, serverless's 1 GB steps, the runtime's allowance) is
-# decisionctl.load.model_memory's: decisionctl cost prices what synth builds, and decisionctl imports no stacks module.
+# decision_spec.memory's: decisionctl cost prices what synth builds, and decisionctl imports no stacks module.
 SERVERLESS_MAX_CONCURRENCY = 200
 
 
@@ -80,7 +79,7 @@ DEFAULT_HOSTING = InstancesHosting(mode="instances")
 def memory_needed_mb(
     footprint: ModelFootprint, *, ctx_size: int, contexts: int, state_cache_mb: int | None = None
 ) -> int:
-    """The adapter's resident memory, MB (decisionctl.load.model_memory.memory_needed_mb of the footprint)."""
+    """The adapter's resident memory, MB (decision_spec.memory.memory_needed_mb of the footprint)."""
     return model_memory.memory_needed_mb(
         footprint.gguf_bytes,
         footprint.kv_bytes_per_token,

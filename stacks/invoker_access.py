@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+from decision_spec.config_base import FrozenConfig
 from pydantic import Field
 
-from stacks.config_base import FrozenConfig
 from stacks.nag import acknowledge
 
 INVOKE = "sagemaker:InvokeEndpoint"

@@ -4,14 +4,14 @@ memory the model, its decision contexts, the state cache and the runtime need (s
 
 from __future__ import annotations
 
-from decisionctl.load.model_memory import RUNTIME_OVERHEAD_MB, ModelFootprint, gpu_memory_needed_mb, needed_parts
+from decision_spec.instance_types import is_gpu_instance
+from decision_spec.memory import RUNTIME_OVERHEAD_MB, ModelFootprint, gpu_memory_needed_mb, needed_parts
 
 from stacks.config import ConfigError, EnvironmentConfig
 from stacks.endpoint_config import CpuEndpoint, GpuEndpoint
 from stacks.evaluation_config import Binding
 from stacks.hosting import ServerlessHosting, memory_needed_mb
 from stacks.instance_memory import HOST_RESERVED_MB, memory_of, smallest_fitting
-from stacks.instance_types import is_gpu_instance
 
 
 class FootprintContradicted(ConfigError):

@@ -26,30 +26,24 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+from decision_spec import events
 
 from stacks.component_scaling import NO_CAPACITY_METRIC
 from stacks.config import Alarms
+from stacks.decision_shift import ACTION_METRICS
 from stacks.endpoint import ServingEndpoint
 from stacks.log_retention import LOG_RETENTION
 
 SAGEMAKER = "AWS/SageMaker"
-OVERLOAD_PATTERN = '{ $.event = "overload_rejected" }'
-RUNTIME_FAILURE_PATTERN = '{ $.event = "runtime_failure" }'
+OVERLOAD_PATTERN = f'{{ $.event = "{events.OVERLOAD_REJECTED}" }}'
+RUNTIME_FAILURE_PATTERN = f'{{ $.event = "{events.RUNTIME_FAILURE}" }}'
 # action -> (the adapter's per-request count field in its `decision` line, the metric that sums it)
-ACTION_COUNTS = {
-    "automate": ("automated", "AutomatedAnswers"),
-    "review": ("reviewed", "ReviewedAnswers"),
-    "abstain": ("abstained", "AbstainedAnswers"),
-}
-
-
-# The adapter's `decision` line counts its answers and those that raised an input flag (decision_adapter.events).
-ANSWERS_FIELD, INPUT_FLAGGED_FIELD = "answers", "input_flagged"
+ACTION_COUNTS = {action: (field, ACTION_METRICS[action]) for action, field in events.ACTION_COUNT_FIELDS.items()}
 
 
 def action_pattern(field: str) -> str:
     """Decision lines that carry the count; a metric value must be matched by the pattern to be read."""
-    return f'{{ $.event = "decision" && $.{field} >= 0 }}'
+    return f'{{ $.event = "{events.DECISION}" && $.{field} >= 0 }}'
 
 
 def log_retention(days: int) -> logs.RetentionDays:
@@ -235,8 +229,8 @@ class EndpointAlarms(Construct):
         or orders to the classifier into the text decisions read (docs/security.md)."""
         name = self.endpoint.endpoint_name
         counts = {
-            "answers": self._summed(ANSWERS_FIELD, "DecisionAnswers"),
-            "flagged": self._summed(INPUT_FLAGGED_FIELD, "InputFlaggedAnswers"),
+            "answers": self._summed(events.ANSWERS_FIELD, "DecisionAnswers"),
+            "flagged": self._summed(events.INPUT_FLAGGED_FIELD, "InputFlaggedAnswers"),
         }
         self.input_flagged_share = cloudwatch.MathExpression(
             expression=f"IF(answers >= {t.input_flagged_min_answers}, 100 * flagged / answers, 0)",

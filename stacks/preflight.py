@@ -22,14 +22,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from decision_spec.names import MANIFEST_NAME
 
 from stacks.nag import acknowledge, arn_finding
 
 HANDLER = Path(__file__).resolve().parent / "preflight_handler"
 HANDLER_RUNTIME = lambda_.Runtime.PYTHON_3_14
-MANIFEST_NAME = (
-    "manifest.json"  # decision_adapter.manifest.MANIFEST_NAME: what package-model uploads beside the tarball
-)
 
 
 def manifest_key(artifact_key: str) -> str:

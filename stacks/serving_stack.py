@@ -15,10 +15,11 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
-from decisionctl.dlc_registry import console_domain
-from decisionctl.evaluation_record import RECORD_OUTPUT
+from decision_spec.answer_settings import ANSWER_VARIABLES
+from decision_spec.dlc_registry import console_domain
+from decision_spec.evaluation_record import RECORD_OUTPUT
 
-from stacks.adapter_settings import ANSWER_VARIABLES, answer_environment, options_environment
+from stacks.adapter_settings import answer_environment, options_environment
 from stacks.async_inference import AsyncDecisionEndpoint
 from stacks.autoscaling import EndpointAutoscaling
 from stacks.batch_transform import BatchTransformJobs

@@ -12,6 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # top-level package -> its folder; files are globbed, so a module moved between two runs is still found
 PACKAGES = {
+    "decision_spec": ROOT / "containers" / "decision_spec",
     "decision_adapter": ROOT / "containers" / "decision_adapter",
     "decisionctl": ROOT / "tools" / "decisionctl",
     "stacks": ROOT / "stacks",
@@ -157,3 +158,34 @@ def type_names(modules: dict[str, Path] = MODULES) -> dict[str, list[str]]:
             if name[0].isupper() and not name.isupper():
                 found.setdefault(name, []).append(module)
     return found
+
+
+# Lambda handlers the stacks bundle alone (their folder is the function's code): they cannot import the shared package.
+STANDALONE = ("stacks.preflight_handler", "stacks.image_build_handler")
+
+
+def constants(modules: dict[str, Path] = MODULES) -> dict[str, list[str]]:
+    """Each public module-level constant (an upper-case name bound by assignment, not imported) and the modules that
+    bind it; a module's own ROOT (its path), private names and the stand-alone Lambda handlers' are left out."""
+    found: dict[str, list[str]] = {}
+    for module, path in modules.items():
+        if module.startswith(STANDALONE):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
+            for target in targets:
+                name = target.id if isinstance(target, ast.Name) else ""
+                if name.isupper() and len(name) > 1 and name != "ROOT" and not name.startswith("_"):
+                    found.setdefault(name, []).append(module)
+    return found
+
+
+def copies_across_packages(found: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The constants bound in more than one top-level package: a default or a name written twice."""
+    return {name: modules for name, modules in found.items() if len({m.split(".")[0] for m in modules}) > 1}

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import anyio
+from decision_spec import events
 
-from . import events
 from .core.errors import Overloaded, status_of
 from .deadline import Deadline
-from .events import log_rejection
+from .request_log import log_rejection
 
 E = TypeVar("E")
 T = TypeVar("T")

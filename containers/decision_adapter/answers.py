@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import contract
+from decision_spec import contract
+
 from .core.question_types import kind_of
 from .core.schemas import Answer, AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
 from .outcomes import DecisionOutcome, Scored

@@ -16,16 +16,17 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import anyio
+from decision_spec import events
+from decision_spec.contract import DEFAULT_MODEL_ALIAS
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
-from . import RELEASE_DATE, __version__, bulk, events, handlers, openai_decisions
+from . import RELEASE_DATE, __version__, bulk, handlers, openai_decisions
 from . import openai_schemas as oa
 from .body_limit import BodyLimit
-from .core.contract import DEFAULT_MODEL_ALIAS
 from .core.errors import (
     ERROR_TABLE,
     AuthenticationError,
@@ -41,10 +42,10 @@ from .core.errors import (
 from .core.gguf_metadata import DecisionMetadataError
 from .core.schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .core.settings import AdapterSettings, RuntimeSettings, SettingsError
-from .events import requests_log
 from .loading import load_service
 from .manifest import ChecksumMismatch, ModelNotFound
 from .policy import PolicyError
+from .request_log import requests_log
 from .service import ModelService
 
 

@@ -15,9 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from decision_spec.contract import RecordId
+from decision_spec.names import JSON_LINES, MAX_PAYLOAD_MB
 from pydantic import ValidationError
 
-from .core.contract import RecordId
 from .core.errors import (
     AdapterError,
     InvalidRequest,
@@ -29,8 +30,6 @@ from .core.errors import (
 from .core.schemas import DecisionRequest
 from .core.settings import AdapterSettings
 
-JSON_LINES = "application/jsonlines"
-MAX_PAYLOAD_MB = 100  # the most Batch Transform's MaxPayloadInMB allows
 ID_NOT_SCALAR = {
     "loc": ["body", "id"],
     "msg": "must be a JSON scalar: string, number, boolean or null",

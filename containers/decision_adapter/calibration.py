@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
+from decision_spec.contract import QUESTION_TYPES
 
-from .core.contract import QUESTION_TYPES
 from .core.gguf_metadata import DecisionMetadataError, Temperatures
 from .core.schemas import CalibrationInForce
 from .core.signals import Vector

@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
+from decision_spec.contract import InputFlag, options_hash
 
 from .adaptive import settled
 from .calibration import ActiveCalibration
 from .core.caller_text import mark, mark_model
-from .core.contract import InputFlag, options_hash
 from .core.errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .core.question_types import options_of
 from .core.schemas import AnyQuestion, DecisionRequest, Option, Text

@@ -12,16 +12,19 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+from decision_spec import events
+from decision_spec.events import ACTION_COUNT_FIELDS
+from decision_spec.names import JSON_LINES
 from fastapi.responses import JSONResponse, Response
 
-from . import bulk, events, openai_decisions
+from . import bulk, openai_decisions
 from . import openai_schemas as oa
 from .answers import decision_response
 from .core.errors import AdapterError, ModelNotServed
 from .core.question_types import kind_of
 from .core.schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RequestRun
-from .events import ACTION_COUNT_FIELDS, requests_log
 from .outcomes import DecisionOutcome
+from .request_log import requests_log
 from .service import ModelService
 
 IDENTITY_LOGGED = (
@@ -77,7 +80,7 @@ async def answer_json_lines(s: ModelService, body: bytes, *, route: str = "/invo
                 s, record.request, d.outcome, request_id=d.request_id, route=route, latency_ms=d.latency_ms
             )
             record.line = bulk.answer_line(record.id, response.model_dump(exclude_none=True))
-    return Response(bulk.body_of(records), media_type=bulk.JSON_LINES)
+    return Response(bulk.body_of(records), media_type=JSON_LINES)
 
 
 async def answered(s: ModelService, body: DecisionRequest, route: str) -> tuple[DecisionResponse, DecisionOutcome]:

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from decision_spec.contract import DebiasMode, StateBoundary
+
 from . import __version__
-from .core.contract import StateBoundary
 from .core.schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
-from .core.signals import DebiasMode
 
 
 def _package_version(name: str) -> str:

@@ -10,8 +10,9 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
+from decision_spec.contract import INPUT_FLAGS, InputFlag
+
 from .core.caller_text import caller_strings
-from .core.contract import INPUT_FLAGS, InputFlag
 from .slicing import OVERLAP, stable_pieces
 
 # Words a customer's message has no reason to address to whoever classifies it: orders to ignore the

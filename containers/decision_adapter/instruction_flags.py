@@ -23,8 +23,9 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
+from decision_spec.contract import InputFlag
+
 from .core.caller_text import caller_strings
-from .core.contract import InputFlag
 from .core.string_set import StringSet
 from .input_flags import normalized
 from .slicing import stable_pieces

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from decision_spec.memory import state_cache_bytes
+
 from .calibration import calibration_in_force
 from .core.gguf_metadata import ModelMetadata, read_decision_metadata
-from .core.kv_memory import state_cache_bytes
 from .core.settings import AdapterSettings, RuntimeSettings, adopt_answer_settings
 from .engine import DecisionEngine
 from .identity import build_identity

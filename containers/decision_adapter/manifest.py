@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from decision_spec.answer_settings import AnswerSettings, merged, reported
+from decision_spec.contract import MAX_INTERCEPT, QuestionType
+from decision_spec.names import MANIFEST_NAME
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .core.answer_settings import AnswerSettings, merged, reported
-from .core.contract import MAX_INTERCEPT, QuestionType
 from .policy import Policy, canonical_sha256
 
 SCHEMA = "decision-model-manifest/1"
-MANIFEST_NAME = "manifest.json"
 _CHUNK = 8 * 1024 * 1024
 log = logging.getLogger("decision_adapter.model")
 

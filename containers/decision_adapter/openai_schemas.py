@@ -14,9 +14,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from decision_spec.contract import (
+    MAX_CHOICE_OPTIONS,
+    MAX_QUESTIONS,
+    MAX_SCORE_LEVELS,
+    MIN_CHOICE_OPTIONS,
+    MIN_SCORE_LEVELS,
+)
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictStr, Tag
 
-from .core.contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
 from .core.schemas import AnswerExtensions, OutOfScope, RequestRun, SlotProbabilities, Timings
 
 # the name FastAPI gives a request model's schema -> the name the OpenAPI document publishes

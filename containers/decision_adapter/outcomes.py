@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .core.contract import InputFlag
+from decision_spec.contract import InputFlag
+
 from .core.errors import AdapterError
 
 

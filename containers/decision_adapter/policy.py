@@ -25,11 +25,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
+from decision_spec.contract import (
+    DEFAULT_REVIEW_INPUT_FLAGS,
+    TOLERANCE,
+    Action,
+    DebiasMode,
+    InputFlag,
+    QuestionType,
+    Reason,
+    StateBoundary,
+)
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .core.contract import DEFAULT_REVIEW_INPUT_FLAGS, TOLERANCE, Action, InputFlag, QuestionType, Reason, StateBoundary
 from .core.question_types import kind_of
-from .core.signals import DebiasMode
 
 POLICY_SCHEMA: Final = "decision-policy/2"
 PolicySchema = Literal["decision-policy/1", "decision-policy/2"]  # /1: bands without certificates

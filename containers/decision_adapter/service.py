@@ -25,20 +25,20 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
+from decision_spec import events
+from decision_spec.contract import DEFAULT_MODEL_ALIAS
 
-from . import events
 from .admission import Lane
 from .core.caller_text import mark
-from .core.contract import DEFAULT_MODEL_ALIAS
 from .core.errors import AdapterError, ChatNotServed, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded, status_of
 from .core.schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
 from .core.settings import AdapterSettings
 from .deadline import Deadline
 from .engine import AnswerMemo, DecisionEngine
-from .events import log_rejection
 from .limits import RequestLimits, TokenFloor, caller_text_of, state_key
 from .outcomes import Decided, DecisionOutcome
 from .policy import Policy
+from .request_log import log_rejection
 from .runtime import LlamaRuntime
 
 T = TypeVar("T")

@@ -10,12 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-from decision_adapter import events
 from decision_adapter.app import startup_failure
 from decision_adapter.core import errors
 from decision_adapter.core.gguf_metadata import UnsupportedDecisionScheme
 from decision_adapter.manifest import ChecksumMismatch, ModelNotFound
 from decision_adapter.prompting.systemone import TemplateNotSeparable
+from decision_spec import events
 
 from stacks.observability import OVERLOAD_PATTERN, action_pattern
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter import events
 from decision_adapter.bulk import execution_parameters
 from decision_adapter.core.settings import AdapterSettings
+from decision_spec import events
 
 from tests.app_support import AppServer
 

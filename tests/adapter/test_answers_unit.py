@@ -14,7 +14,6 @@ from typing import Any, cast
 import pytest
 from decision_adapter import handlers
 from decision_adapter.answers import decision_response
-from decision_adapter.core import contract
 from decision_adapter.core.schemas import (
     AnyQuestion,
     CalibrationInForce,
@@ -30,6 +29,7 @@ from decision_adapter.core.schemas import (
 from decision_adapter.core.settings import AdapterSettings
 from decision_adapter.openai_decisions import usage_of
 from decision_adapter.outcomes import DecisionOutcome, Scored
+from decision_spec import contract
 
 RUN = RequestRun(
     model_file="m.gguf",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from decision_adapter.core import contract
+from decision_spec import contract
 
 
 def test_choice_confidence_matches_the_formula() -> None:

@@ -1,14 +1,15 @@
-"""Log event names and decision-line fields are named once, in decision_adapter.events: the adapter writes them from
-there, and the stacks' metric filters (synthesized without the adapter, so they write the names again) select and
-sum exactly those names. No model: the decision line's counts are built from answers made here."""
+"""Log event names and decision-line fields are named once, in decision_spec.events: the adapter writes them from
+there, and the stacks' metric filters select and sum them from there too. No model: the decision line's counts are
+built from answers made here."""
 
 from __future__ import annotations
 
 import re
 from types import SimpleNamespace
 
-from decision_adapter import events, handlers
+from decision_adapter import handlers
 from decision_adapter.core.schemas import ChoiceAnswer, NoulAnswer
+from decision_spec import events
 
 from stacks import decision_shift, observability
 
@@ -21,25 +22,17 @@ def event_selected(pattern: str) -> str:
     return match.group(1)
 
 
-def test_observability_selects_the_adapters_events_and_sums_its_counts() -> None:
+def test_observability_selects_the_adapters_events() -> None:
+    """The filters' patterns select the events by name, read from decision_spec.events (no copy to keep in step)."""
     assert event_selected(observability.OVERLOAD_PATTERN) == events.OVERLOAD_REJECTED
     assert event_selected(observability.RUNTIME_FAILURE_PATTERN) == events.RUNTIME_FAILURE
     assert event_selected(observability.action_pattern("automated")) == events.DECISION
     assert {a: field for a, (field, _) in observability.ACTION_COUNTS.items()} == events.ACTION_COUNT_FIELDS
-    assert (observability.ANSWERS_FIELD, observability.INPUT_FLAGGED_FIELD) == (
-        events.ANSWERS_FIELD,
-        events.INPUT_FLAGGED_FIELD,
-    )
 
 
-def test_decision_shift_reads_the_adapters_fields() -> None:
-    assert event_selected(decision_shift.decision_pattern(decision_shift.PICKED_FIELD)) == events.DECISION
-    assert f"$.{events.POLICY_FIELD}" == decision_shift.POLICY_FIELD
-    assert decision_shift.PICKED_FIELD == events.PICKED_FIELD
-    assert decision_shift.LABEL_MASS_SUM_FIELD == events.LABEL_MASS_SUM_FIELD
-    assert decision_shift.LABEL_MASS_ANSWERS_FIELD == events.LABEL_MASS_ANSWERS_FIELD
-    assert decision_shift.ACTION_FIELDS == events.ACTION_COUNT_FIELDS
-    assert decision_shift.picked_key(SHA, 3) == events.picked_key(SHA, 3) == f"q{SHA}_3"
+def test_decision_shift_selects_decision_lines_and_reads_picks_by_key() -> None:
+    assert event_selected(decision_shift.decision_pattern(events.PICKED_FIELD)) == events.DECISION
+    assert events.picked_key(SHA, 3) == f"q{SHA}_3"  # a pick's key as the alarms' metric filters spell it
 
 
 def test_a_decision_lines_counts_carry_the_names_the_filters_read() -> None:
@@ -56,7 +49,7 @@ def test_a_decision_lines_counts_carry_the_names_the_filters_read() -> None:
     }
     counts = handlers.shift_counts(SimpleNamespace(answers=answers))  # type: ignore[arg-type]
     assert counts == {
-        decision_shift.PICKED_FIELD: {decision_shift.picked_key(SHA, 1): 1, decision_shift.picked_key(SHA[::-1], 1): 1},
-        decision_shift.LABEL_MASS_SUM_FIELD: 0.9,
-        decision_shift.LABEL_MASS_ANSWERS_FIELD: 1,
+        events.PICKED_FIELD: {events.picked_key(SHA, 1): 1, events.picked_key(SHA[::-1], 1): 1},
+        events.LABEL_MASS_SUM_FIELD: 0.9,
+        events.LABEL_MASS_ANSWERS_FIELD: 1,
     }

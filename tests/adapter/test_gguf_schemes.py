@@ -15,7 +15,6 @@ import gguf
 import httpx
 import numpy as np
 import pytest
-from decision_adapter.core import contract
 from decision_adapter.core.gguf_metadata import (
     InvalidDecisionMetadata,
     ModelMetadata,
@@ -30,6 +29,7 @@ from decision_adapter.manifest import Calibration, Manifest, sha256_file, write_
 from decision_adapter.prompting import make_scheme
 from decision_adapter.prompting.gguf import LevScheme, OpenJevScheme, anchored_chunks, combine_anchored
 from decision_adapter.prompting.systemone import TemplateNotSeparable
+from decision_spec import contract
 from jevcompat import runner
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 

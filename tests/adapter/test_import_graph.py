@@ -5,6 +5,8 @@ its error module at the bottom; decisionctl apart from the stacks; no module ove
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from pathlib import Path
 
 from tests.import_graph_support import (
@@ -12,7 +14,10 @@ from tests.import_graph_support import (
     GRAPH,
     LINE_LIMIT_FOLDERS,
     MAX_LINES,
+    MODULES,
     ROOT,
+    constants,
+    copies_across_packages,
     cycle,
     floors,
     folder_of,
@@ -128,3 +133,62 @@ def test_a_name_defined_twice_is_seen(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("class Answer:\n    status: int\n")
     (tmp_path / "b.py").write_text("Answer = int | str\nMAX = 3\n")
     assert type_names({"a": tmp_path / "a.py", "b": tmp_path / "b.py"}) == {"Answer": ["a", "b"]}
+
+
+def test_the_shared_package_is_pure_and_imports_none_of_the_three() -> None:
+    """decision_spec holds what the adapter, the stacks and decisionctl all know: it imports the standard library,
+    pydantic and itself, nothing of theirs (and no numpy, FastAPI or CDK), so each of the three can import it."""
+    allowed = set(sys.stdlib_module_names) | {"pydantic", "decision_spec", "__future__"}
+    spec = [m for m in MODULES if m.split(".")[0] == "decision_spec"]
+    assert len(spec) >= 8
+    imported = {m: sorted(_top_imports(MODULES[m]) - allowed) for m in spec}
+    assert {m: names for m, names in imported.items() if names} == {}
+
+
+def test_the_stacks_import_only_the_shared_package_of_the_project() -> None:
+    """Synth reads what it shares with the adapter and decisionctl from decision_spec (before issue 47 it imported
+    four decisionctl modules, and kept its own copies of the adapter's names)."""
+    reached = {d.split(".")[0] for m, deps in GRAPH.items() if m.split(".")[0] == "stacks" for d in deps}
+    assert reached - {"stacks"} == {"decision_spec"}
+
+
+def test_no_constant_is_written_in_two_packages() -> None:
+    """A name or default the adapter, the stacks and decisionctl share is bound once, in decision_spec; a copy in
+    another package (the stacks' event field names, answer shapes, log-group prefixes, manifest name, JSON Lines
+    type, answer-setting prefix before issue 47) fails here."""
+    assert copies_across_packages(constants()) == {}
+    within = {name: ms for name, ms in constants().items() if name.startswith("EXIT_") and len(ms) > 1}
+    assert within == {}  # decisionctl's exit statuses: once, in exit_codes (five modules bound EXIT_FAILED before)
+
+
+def test_a_copied_constant_is_seen(tmp_path: Path) -> None:
+    """The check above can fail: the stacks binding the adapter's event name again is found."""
+    (tmp_path / "a.py").write_text('DECISION = "decision"\n')
+    (tmp_path / "b.py").write_text('DECISION = "decision"\nROOT = 1\n')
+    found = constants({"decision_spec.events": tmp_path / "a.py", "stacks.observability": tmp_path / "b.py"})
+    assert copies_across_packages(found) == {"DECISION": ["decision_spec.events", "stacks.observability"]}
+
+
+def test_the_image_ships_every_package_the_adapter_imports() -> None:
+    """The Dockerfile copies each of the project's packages the adapter reaches (a stand-in for building the image,
+    which needs a Docker engine): the shared package beside the adapter."""
+    reached, todo = set(), ["decision_adapter.serve"]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(GRAPH[module])
+    packages = {m.split(".")[0] for m in reached}
+    dockerfile = (ROOT / "containers" / "Dockerfile").read_text()
+    copied = set(re.findall(r"^COPY (\w+) /opt/decision/\1$", dockerfile, re.M))
+    assert packages == {"decision_adapter", "decision_spec"} and packages <= copied
+
+
+def _top_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names

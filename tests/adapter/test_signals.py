@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from decision_adapter.adaptive import reported, settled
 from decision_adapter.core.signals import (
-    debias_mode,
     label_mass,
     option_orders,
     order_name,
     rotation_sequence,
     split_out_of_scope,
 )
+from decision_spec.contract import debias_mode
 
 
 def test_label_mass_is_the_full_vocabulary_probability_of_the_labels() -> None:

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter import events
 from decision_adapter.launcher import ROOT, AdapterProcess, free_port, wait_ready
 from decision_adapter.manifest import calibration_sha256, read_manifest
+from decision_spec import events
 from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
 

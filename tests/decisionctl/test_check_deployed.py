@@ -24,9 +24,9 @@ import botocore.session
 import httpx
 import pytest
 from botocore.stub import Stubber
+from decision_spec.evaluation_record import EvaluationTolerance
 from decisionctl.commands import check_deployed, cli
 from decisionctl.evaluation.cases import load_cases
-from decisionctl.evaluation_record import EvaluationTolerance
 from decisionctl.review import deployed
 from decisionctl.transport import RealTimeEndpointSender, Sender
 

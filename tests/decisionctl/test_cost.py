@@ -8,9 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
+from decision_spec.memory import ModelFootprint
 from decisionctl.commands import cli
 from decisionctl.load import costs
-from decisionctl.load.model_memory import ModelFootprint
 from decisionctl.load.prices import load_prices
 
 from stacks.hosting import ServerlessHosting, serverless_memory_mb

@@ -15,13 +15,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
-from decision_adapter import events
 from decision_adapter.serve import JsonFormatter
+from decision_spec import events
+from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX
 from decisionctl.commands import logs as logs_command
-from decisionctl.operations.deployed_names import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
 from decisionctl.operations.log_search import LogQuery, read_logs
 
-from stacks import endpoint
 from stacks.hosting import component_name
 from tests.cdk_support import ROOT
 
@@ -63,11 +62,8 @@ def page(*lines: str, token: str | None = None) -> dict[str, Any]:
     return found
 
 
-def test_the_names_are_the_stacks(tmp_path: Path) -> None:
-    assert (ENDPOINT_LOG_GROUP_PREFIX, COMPONENT_LOG_GROUP_PREFIX) == (
-        endpoint.ENDPOINT_LOG_GROUP_PREFIX,
-        endpoint.COMPONENT_LOG_GROUP_PREFIX,
-    )
+def test_the_component_name_is_the_stacks(tmp_path: Path) -> None:
+    """The log groups' prefixes are decision_spec.names' (one definition); the component's name is built the same."""
     from decisionctl.operations.deployed_names import component_name as ours
 
     assert ours("dev", "cpu") == component_name("dev", "cpu")

@@ -15,8 +15,8 @@ from typing import Any
 
 import boto3
 from botocore.stub import Stubber
+from decision_spec.evaluation_record import RECORD_OUTPUT
 from decisionctl.commands import rollback
-from decisionctl.evaluation_record import RECORD_OUTPUT
 
 from tests.cdk_support import ROOT
 

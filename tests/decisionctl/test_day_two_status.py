@@ -15,8 +15,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
+from decision_spec.evaluation_record import RECORD_OUTPUT
 from decisionctl.commands import status
-from decisionctl.evaluation_record import RECORD_OUTPUT
 
 from stacks.hosting import component_name
 from tests.cdk_support import ROOT

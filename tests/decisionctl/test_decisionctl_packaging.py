@@ -19,8 +19,8 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 from decision_adapter.manifest import Calibration, read_manifest, write_manifest
+from decision_spec.evaluation_record import RECORD_SCHEMA
 from decisionctl.commands import cli
-from decisionctl.evaluation_record import RECORD_SCHEMA
 from decisionctl.release.packaging import package_model
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, require_model

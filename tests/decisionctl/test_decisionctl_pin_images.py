@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from decisionctl import dlc_registry
+from decision_spec import dlc_registry
 from decisionctl.commands import ALL, BY_NAME, cli, pin_images
 from decisionctl.release import images
 
@@ -154,7 +154,7 @@ def test_a_region_without_a_dlc_registry_stops_before_any_call(cdk_json: Path, e
     assert ecr["regions"] == []
     assert cdk_json.read_bytes() == before
     err = capsys.readouterr().err
-    assert "no DLC registry is published in us-gov-west-1 (tools/decisionctl/dlc_registry.py)" in err
+    assert "no DLC registry is published in us-gov-west-1 (containers/decision_spec/dlc_registry.py)" in err
 
 
 def test_the_registry_table_is_importable_without_the_cdk() -> None:

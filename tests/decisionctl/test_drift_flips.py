@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from decision_spec.evaluation_record import EvaluationTolerance
 from decisionctl.evaluation.cases import Prediction, parse_cases
 from decisionctl.evaluation.scoring import Run
-from decisionctl.evaluation_record import EvaluationTolerance
 from decisionctl.review.deployed import compare, recorded_margin
 
 from tests.cdk_support import ROOT

@@ -12,16 +12,14 @@ from functools import cache
 from tests.import_graph_support import GRAPH, MODULES
 
 JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review", "operations"}
-# what several jobs and commands use; evaluation_record, dlc_registry and config_section are read by synth too
+# what several jobs and commands use (what synth reads too is the shared package's, decision_spec)
 SHARED = {
     "commands",
     "tables",
     "plots",
     "transport",
     "readback",
-    "evaluation_record",
-    "dlc_registry",
-    "config_section",
+    "exit_codes",
 }
 RENDERERS = {"decisionctl.tables", "decisionctl.review.summary"}  # what a command prints with: text, not work
 COMMAND_LINES = 80

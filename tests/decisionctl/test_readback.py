@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import get_args
 
 import pytest
-from decision_adapter.core import contract, schemas
+from decision_adapter.core import schemas
 from decision_adapter.core.question_types import KINDS
+from decision_spec import contract
 from decisionctl.readback import NOUL_OPTIONS, READBACKS, Readback, readback_of
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 from decision_adapter.manifest import read_manifest
+from decision_spec.evaluation_record import EvaluationConfig
 from decisionctl.commands import cli, record_evaluation
 from decisionctl.evaluation.cases import QUESTION_ID
-from decisionctl.evaluation_record import EvaluationConfig
 from decisionctl.transport import Reply
 
 from stacks.evaluation_config import read_binding

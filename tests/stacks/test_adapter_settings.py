@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.core.answer_settings import AnswerSettings, shown, variable
 from decision_adapter.core.settings import AdapterSettings, load_adapter_settings
+from decision_spec.answer_settings import AnswerSettings, shown, variable
 from pydantic.fields import FieldInfo
 
 from app import build_app
@@ -89,12 +89,14 @@ def test_every_adapter_setting_is_reachable_or_left_out_for_a_reason() -> None:
     assert placed <= set(AdapterSettings.model_fields), placed - set(AdapterSettings.model_fields)
 
 
-def test_the_stacks_copies_have_the_adapters_names_choices_and_bounds() -> None:
+def test_the_answer_settings_and_the_adapter_options_have_the_adapters_names_choices_and_bounds() -> None:
+    """cdk.json's answer settings are the shared model itself (a strict subclass, no field of its own); its bounds
+    and choices are the adapter's settings' (settings.py reads the same variables)."""
+    assert issubclass(ArtifactAnswerSettings, AnswerSettings) and not ArtifactAnswerSettings.__annotations__
     assert list(ArtifactAnswerSettings.model_fields) == list(AnswerSettings.model_fields)
-    for name in ArtifactAnswerSettings.model_fields:
-        mine, adapter = ArtifactAnswerSettings.model_fields[name], AdapterSettings.model_fields[name]
-        assert bounds(mine) == bounds(adapter) == bounds(AnswerSettings.model_fields[name]), name
-        assert choices(mine) == choices(adapter) == choices(AnswerSettings.model_fields[name]), name
+    for name, info in AnswerSettings.model_fields.items():
+        adapter = AdapterSettings.model_fields[name]
+        assert bounds(info) == bounds(adapter) and choices(info) == choices(adapter), name
     for name, info in AdapterOptions.model_fields.items():
         adapter_bounds = bounds(AdapterSettings.model_fields[name])
         assert set(adapter_bounds) <= set(bounds(info)), name  # as tight as the adapter's, or tighter

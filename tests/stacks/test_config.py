@@ -6,11 +6,11 @@ import copy
 from typing import Any
 
 import pytest
-from decisionctl.dlc_registry import DLC_REGISTRY_ACCOUNTS
+from decision_spec.dlc_registry import DLC_REGISTRY_ACCOUNTS
+from decision_spec.instance_types import has_local_nvme
 
 from app import build_app
 from stacks.config import ConfigError, EnvironmentConfig, load_environment
-from stacks.instance_types import has_local_nvme
 from tests.cdk_support import cdk_context
 
 

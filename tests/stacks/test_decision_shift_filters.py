@@ -19,17 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter import events
 from decision_adapter.manifest import read_manifest, write_manifest
 from decision_adapter.policy import Band, CertifiedMix, OptionMix, Policy, Provenance, seal, verdict
+from decision_spec import events
 from decisionctl.certification import bands
 
 from app import build_app
-from stacks.decision_shift import (
-    ACTION_FIELDS,
-    CertifiedShares,
-    action_shift_expression,
-)
+from stacks.decision_shift import CertifiedShares, action_shift_expression
 from tests.app_support import AppServer, start_app
 from tests.cdk_support import cdk_context
 from tests.cloudwatch_filters import MetricFilter, evaluate_alarm
@@ -142,7 +138,7 @@ def probs(answer: dict[str, Any]) -> list[float]:
 def expected_counts(bodies: list[dict[str, Any]], policy: Policy) -> tuple[dict[str, int], list[int], float]:
     """From the responses alone: answers per action by the policy's verdict, picks of the routing question's
     options, and the mean label mass."""
-    actions = dict.fromkeys(ACTION_FIELDS, 0)
+    actions = dict.fromkeys(events.ACTION_COUNT_FIELDS, 0)
     picks = [0] * len(TEAM)
     masses = []
     for body in bodies:
@@ -215,7 +211,9 @@ def test_the_alarms_fire_on_the_certified_mix_and_not_on_the_mix_the_traffic_has
     certified_points = {a: 100 * s for a, s in CERTIFIED.actions.items()}
     action_alarm = alarms["decision-prod-cpu-decision-shift-actions"]
     distance = evaluate_alarm(action_alarm["Metrics"], values)
-    assert distance == pytest.approx(max(abs(observed_points[a] - certified_points[a]) for a in ACTION_FIELDS))
+    assert distance == pytest.approx(
+        max(abs(observed_points[a] - certified_points[a]) for a in events.ACTION_COUNT_FIELDS)
+    )
     option_alarm = alarms["decision-prod-cpu-decision-shift-options"]
     option_distance = evaluate_alarm(option_alarm["Metrics"], values)
     shares = [100 * n / len(STATES) for n in picks]

@@ -240,7 +240,10 @@ def test_a_pool_rolls_back_on_each_types_own_latency_threshold(prod: Synthesized
     ("fallback", "message"),
     [
         ("ml.p3.2xlarge", "compute capability 7.0"),  # V100: below CUDA 13's 7.5
-        ("ml.g4ad.xlarge", "g4ad family is not in stacks/instance_types.py"),  # AMD GPU: no CUDA at all
+        (
+            "ml.g4ad.xlarge",
+            "g4ad family is not in containers/decision_spec/instance_types.py",
+        ),  # AMD GPU: no CUDA at all
     ],
 )
 def test_a_pool_type_the_cuda_build_does_not_cover_stops_synth(fallback: str, message: str) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter import events
+from decision_adapter.request_log import log_rejection
 from decision_adapter.serve import JsonFormatter
+from decision_spec import events
 
 from app import build_app
 from stacks import image_build
@@ -473,7 +474,7 @@ def test_runtime_failures_are_counted_from_the_adapters_log_lines(prod: Synthesi
 def test_the_runtime_failure_filter_selects_the_adapters_line(caplog: pytest.LogCaptureFixture) -> None:
     """The line the adapter writes for a 500 from llama.cpp, as `serve` formats it, is what the filter selects."""
     with caplog.at_level(logging.WARNING, logger="decision_adapter.requests"):
-        events.log_rejection("r1", "/invocations", 500, events.RUNTIME_FAILURE)
+        log_rejection("r1", "/invocations", 500, events.RUNTIME_FAILURE)
     (record,) = caplog.records
     line = json.loads(JsonFormatter().format(record))
     selects = re.fullmatch(r'\{ \$\.(\w+) = "(\w+)" \}', RUNTIME_FAILURE_PATTERN)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decisionctl.evaluation_record import RECORD_SCHEMA, EvaluationConfig
+from decision_spec.evaluation_record import RECORD_SCHEMA, EvaluationConfig
 from pydantic import ValidationError
 
 from app import build_app

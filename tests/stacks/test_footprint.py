@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 from decision_adapter.core.gguf_metadata import ModelMetadata
-from decision_adapter.core.kv_memory import STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS
 from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256
 from decision_adapter.manifest import read_manifest
+from decision_spec.memory import RUNTIME_OVERHEAD_MB, STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS, memory_needed_mb
 from decisionctl.commands import cli
-from decisionctl.load.model_memory import RUNTIME_OVERHEAD_MB, memory_needed_mb
 
 from app import build_app
 from stacks.config import ConfigError

@@ -16,13 +16,11 @@ from typing import Any
 
 import pytest
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
-from decision_adapter.events import ACTION_COUNT_FIELDS
 
 from app import build_app
 from stacks.config import ConfigError, load_environment
-from stacks.decision_shift import ACTION_FIELDS, ACTION_METRICS, MAX_ALARM_METRICS, rollback_alarm_count
+from stacks.decision_shift import MAX_ALARM_METRICS, rollback_alarm_count
 from stacks.guardrails import MAX_ROLLBACK_ALARMS
-from stacks.observability import ACTION_COUNTS
 from tests.cdk_support import CANDIDATE, POLICY, ROUTING, cdk_context, loop_context, variant_context
 
 
@@ -168,11 +166,6 @@ def test_the_loop_templates_have_no_cfn_lint_errors(loop: dict[str, Any]) -> Non
         matches = lint_file(path, ManualArgs(regions=["us-west-2"]))
         errors = [f"{m.rule.id} {m.path_string}: {m.message}" for m in matches if m.rule.id.startswith("E")]
         assert errors == [], f"{path.name}:\n" + "\n".join(errors)
-
-
-def test_the_decision_shift_filters_read_the_fields_the_adapter_writes() -> None:
-    assert ACTION_FIELDS == ACTION_COUNT_FIELDS
-    assert {a: (ACTION_FIELDS[a], ACTION_METRICS[a]) for a in ACTION_FIELDS} == ACTION_COUNTS
 
 
 def test_the_shipped_environments_have_the_loop_off() -> None:

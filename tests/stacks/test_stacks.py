@@ -18,8 +18,9 @@ import yaml
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 from constructs import Construct
-from decision_adapter import events
+from decision_adapter.request_log import log_rejection
 from decision_adapter.serve import JsonFormatter
+from decision_spec import events
 
 from app import build_app
 from stacks import image_build
@@ -411,7 +412,7 @@ def test_the_overload_filter_matches_the_adapters_log_lines(caplog: pytest.LogCa
     """The line the adapter writes when it refuses a request with 429, as `serve` formats it, carries the
     field and value the metric filter selects at top level."""
     with caplog.at_level(logging.WARNING, logger="decision_adapter.requests"):
-        events.log_rejection("r1", "/invocations", 429, events.OVERLOAD_REJECTED)
+        log_rejection("r1", "/invocations", 429, events.OVERLOAD_REJECTED)
     (record,) = caplog.records
     line = json.loads(JsonFormatter().format(record))
     selects = re.fullmatch(r'\{ \$\.(\w+) = "(\w+)" \}', OVERLOAD_PATTERN)

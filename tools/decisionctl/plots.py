@@ -12,7 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt
-from decision_adapter.core import contract
+from decision_spec import contract
 
 # Series per question type in contract order; a type past the palette takes matplotlib's cycle (reliability_diagram).
 _TYPE_PALETTE = (("tab:blue", "o"), ("tab:orange", "s"), ("tab:green", "^"))

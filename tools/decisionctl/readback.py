@@ -12,10 +12,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final, Generic, TypeVar
 
-from decision_adapter.core import contract
-from decision_adapter.core.contract import QuestionType
 from decision_adapter.core.question_types import kind_of
 from decision_adapter.core.schemas import AnswerExtensions, ChoiceAnswer, NoulAnswer, ScoreAnswer
+from decision_spec import contract
+from decision_spec.contract import QuestionType
 
 NOUL_OPTIONS: Final = ("yes", "no")  # a noul question's options as labeled cases and tables name them
 

@@ -15,8 +15,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .contract import QUESTION_TYPES
-from .kv_memory import kv_bytes_per_token
+from decision_spec.contract import QUESTION_TYPES
+from decision_spec.memory import kv_bytes_per_token
 
 log = logging.getLogger("decision_adapter.gguf_metadata")
 

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import numpy as np
+from decision_spec import contract
+from decision_spec.contract import QUESTION_TYPES, SHAPE_OF_TYPE, AnswerShape, QuestionType
 from pydantic import BaseModel
 
-from . import contract
-from .contract import QUESTION_TYPES, AnswerShape, QuestionType
 from .schemas import (
     AnswerExtensions,
     AnyQuestion,
@@ -81,7 +81,7 @@ class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
     """Yes or no: the answer is the probability of yes."""
 
     name = "noul"
-    answer_shape = "categorical"
+    answer_shape = SHAPE_OF_TYPE[name]
     question_model = NoulQuestion
     answer_model = NoulAnswer
     default_instructions = "Which answer fits the state?"
@@ -126,7 +126,7 @@ class ChoiceKind(_Distributed[ChoiceQuestion, ChoiceAnswer]):
     """One of N named options."""
 
     name = "choice"
-    answer_shape = "categorical"
+    answer_shape = SHAPE_OF_TYPE[name]
     question_model = ChoiceQuestion
     answer_model = ChoiceAnswer
 
@@ -157,7 +157,7 @@ class ScoreKind(_Distributed[ScoreQuestion, ScoreAnswer]):
     """An ordinal score: levels low to high, keyed "0".."n-1"; the answer is the expected level."""
 
     name = "score"
-    answer_shape = "categorical"
+    answer_shape = SHAPE_OF_TYPE[name]
     question_model = ScoreQuestion
     answer_model = ScoreAnswer
     levels = True

@@ -10,9 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
-
-from .contract import (
+from decision_spec.contract import (
     DEFAULT_MODEL_ALIAS,
     MAX_CHOICE_OPTIONS,
     MAX_QUESTIONS,
@@ -20,11 +18,12 @@ from .contract import (
     MIN_CHOICE_OPTIONS,
     MIN_SCORE_LEVELS,
     Action,
+    DebiasMode,
     InputFlag,
     Reason,
     StateBoundary,
 )
-from .signals import DebiasMode
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 # Text the caller may send wherever the contract says "description": a string, an object or an array.
 Text = str | dict[str, Any] | list[Any]

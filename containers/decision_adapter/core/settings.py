@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+from decision_spec.answer_settings import AnswerSettings, shown, variable
+from decision_spec.contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, DebiasMode, StateBoundary, debias_mode
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -27,10 +29,6 @@ from pydantic import (
     field_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from .answer_settings import AnswerSettings, shown, variable
-from .contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, StateBoundary
-from .signals import DebiasMode, debias_mode
 
 SM_PREFIX = "SM_LLAMA_CPP_"
 DEFAULT_MAX_CTX = 8192  # enough for 255 described options; KV memory grows with it

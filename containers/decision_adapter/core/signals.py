@@ -13,35 +13,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from decision_spec.contract import DebiasMode
 
 Vector = npt.NDArray[np.float64]
-DebiasMode = Literal["off", "reverse", "rotations", "adaptive"]
-DEBIAS_MODES: tuple[DebiasMode, ...] = ("off", "reverse", "rotations", "adaptive")
-_DEBIAS_ALIASES: dict[str, DebiasMode] = {
-    "true": "reverse",  # what `true` always meant: the given and the reversed order
-    "1": "reverse",
-    "on": "reverse",
-    "yes": "reverse",
-    "false": "off",
-    "0": "off",
-    "no": "off",
-}
-
-
-def debias_mode(raw: str | bool) -> DebiasMode:
-    """DECISION_ORDER_DEBIAS as a mode: off, reverse (also true), rotations, adaptive. ValueError names the choices."""
-    if isinstance(raw, bool):
-        return "reverse" if raw else "off"
-    low = raw.strip().lower()
-    if low in DEBIAS_MODES:
-        return low
-    if low in _DEBIAS_ALIASES:
-        return _DEBIAS_ALIASES[low]
-    raise ValueError(f"must be one of {', '.join(DEBIAS_MODES)} (true means reverse, false means off), got {raw!r}")
 
 
 def option_orders(n: int, mode: DebiasMode, *, debias_max_options: int, rotation_max_options: int) -> list[list[int]]:

@@ -6,10 +6,10 @@ template in systemone.py), else this project's generic prompt in the model's cha
 
 from __future__ import annotations
 
-from ..core.contract import StateBoundary
+from decision_spec.contract import DebiasMode, StateBoundary
+
 from ..core.gguf_metadata import DecisionMetadata, ModelMetadata
 from ..core.settings import AdapterSettings
-from ..core.signals import DebiasMode
 from .base import PassSpec, PromptScheme
 from .generic import GenericScheme, build_template
 from .gguf import declared_scheme

@@ -10,8 +10,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
+from decision_spec.contract import SINGLE_LABEL_MAX
 
-from ..core.contract import SINGLE_LABEL_MAX
 from ..core.gguf_metadata import Temperatures
 from ..core.schemas import AnyQuestion, Option, Text
 from .sandbox import Tokenize

@@ -19,8 +19,9 @@ from __future__ import annotations
 import hashlib
 import sys
 
+from decision_spec.contract import StateBoundary
+
 from ..core.caller_text import unmark
-from ..core.contract import StateBoundary
 
 DATAMARK = "\u02c6"  # MODIFIER LETTER CIRCUMFLEX ACCENT, the published technique's mark
 # Every character Python reads as whitespace (str.isspace: spaces, tabs, line ends, NBSP, ideographic space...).

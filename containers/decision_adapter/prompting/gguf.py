@@ -25,8 +25,8 @@ from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
+from decision_spec.contract import MAX_CHOICE_OPTIONS
 
-from ..core.contract import MAX_CHOICE_OPTIONS
 from ..core.gguf_metadata import TEMPLATE_KEY, DecisionMetadata, InvalidDecisionMetadata, Temperatures
 from ..core.schemas import AnyQuestion, ChoiceQuestion, Option, Text
 from .base import Code, PassSpec, PromptScheme, combine_passes, labels, leading_single_tokens

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-JSON_LINES = "application/jsonlines"
+from decision_spec.names import JSON_LINES
+
 STACK_NAME = "DecisionEndpoints-{environment}-Serving"
 BATCH_OUTPUTS = ("BatchStateMachineArn", "BatchInputUri", "BatchOutputUri")
 PART_NAME = "part-{index:05d}.jsonl"

@@ -13,11 +13,10 @@ from decisionctl.bulk import jobs
 from decisionctl.bulk.aws_calls import BulkAwsError
 from decisionctl.bulk.records import InputRecordError
 from decisionctl.bulk.run_state import SUMMARY, BatchRunError, describe
+from decisionctl.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED
 from decisionctl.load.prices import BUILTIN, load_prices
 from decisionctl.transport import RealTimeEndpointSender, RetryPolicy
 
-EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130
 DEFAULT_PARTS = {
     "transform": jobs.TRANSFORM_PARTS,
     "async": jobs.ASYNC_PARTS,

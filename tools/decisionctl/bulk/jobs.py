@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from decision_spec.names import JSON_LINES
 from tqdm import tqdm
 
 from decisionctl.bulk import aws_calls
@@ -28,7 +29,6 @@ from decisionctl.bulk.run_state import PARTIAL, BatchRunError, RunState, estimat
 from decisionctl.load.prices import BUILTIN, PriceTable, load_prices
 from decisionctl.transport import TRANSPORT_ERROR, RealTimeEndpointSender, Reply, RetryPolicy, http_reply
 
-JSON_LINES = aws_calls.JSON_LINES
 BATCH_FAILED = "batch_failed"  # a whole mini-batch got no answer from the adapter (after retries)
 
 

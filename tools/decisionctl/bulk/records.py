@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.contract import RecordId
+from decision_spec.contract import RecordId
 
 from decisionctl.evaluation.cases import Case, parse_case
 

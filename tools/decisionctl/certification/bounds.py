@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from decision_adapter.core.contract import TOLERANCE
+from decision_spec.contract import TOLERANCE
 
 METHOD = "fallback-clopper-pearson/1"
 # Fixed before any data: fine near 1 where small errors live, coarse below. Descending: the test order.

@@ -14,8 +14,6 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from decision_adapter.core.answer_settings import AnswerSettings, contradictions, run_answer_settings
-from decision_adapter.core.contract import DEFAULT_REVIEW_INPUT_FLAGS
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import (
     ACTIONS,
@@ -29,6 +27,8 @@ from decision_adapter.policy import (
     seal,
     verdict,
 )
+from decision_spec.answer_settings import AnswerSettings, contradictions, run_answer_settings
+from decision_spec.contract import DEFAULT_REVIEW_INPUT_FLAGS
 
 from decisionctl.certification.served_calibration import calibration_mismatch
 from decisionctl.evaluation import metrics

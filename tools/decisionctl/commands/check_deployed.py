@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from decisionctl.commands import options
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.review import deployed, summary
 from decisionctl.transport import HttpSender, Sender
 
@@ -73,7 +74,6 @@ def check(args: argparse.Namespace, *, sagemaker: Any, sender_for: deployed.Send
         args.env, Path(args.cdk_json), args.endpoint, outputs, args.inference_component, Path(args.out), retry, args.url
     )
     report = deployed.check_environment(asked, sagemaker=sagemaker, sender_for=sender_for, say=options.say)
-    if report is None:
-        return options.EXIT_FAILED
-    options.write_report(args, summary.deployed_check(report, title=f"Deployed variants: {args.env}"), report)
-    return 0 if report["passed"] else options.EXIT_FAILED
+    if report is not None:
+        options.write_report(args, summary.deployed_check(report, title=f"Deployed variants: {args.env}"), report)
+    return 0 if report is not None and report["passed"] else EXIT_FAILED

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Collection, Sequence
 
 from decisionctl.commands import ALL, BY_NAME, STAGES
-from decisionctl.commands.options import EXIT_FAILED, UsageError, say
+from decisionctl.commands.options import UsageError, say
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.transport import aws_setup_failure
 
 _SUMMARY = (__doc__ or "").splitlines()[0].removeprefix("decisionctl: ")

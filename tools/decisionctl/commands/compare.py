@@ -8,8 +8,9 @@ from pathlib import Path
 from decisionctl import tables
 from decisionctl.commands.compare_shadow import add_arguments as add_shadow_arguments
 from decisionctl.commands.compare_shadow import run as run_shadow
-from decisionctl.commands.options import EXIT_FAILED, UsageError, say
+from decisionctl.commands.options import UsageError, say
 from decisionctl.evaluation import comparison
+from decisionctl.exit_codes import EXIT_FAILED
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

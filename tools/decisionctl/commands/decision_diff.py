@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from decisionctl.commands.options import EXIT_FAILED, add_report_files, say, write_report
+from decisionctl.commands.options import add_report_files, say, write_report
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.review.decision_diff import review_records
 
 

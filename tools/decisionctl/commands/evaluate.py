@@ -10,6 +10,7 @@ from pathlib import Path
 
 from decisionctl.certification.evaluate_cases import CasesToScore, PolicyWrite, TemperatureFit, Thresholds, evaluate
 from decisionctl.commands import options
+from decisionctl.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED
 
 MAX_ERROR = "error allowed among automated answers; the policy's automate thresholds are certified to it (0.05)"
 CONFIDENCE = "probability that the certified bounds hold out of sample (0.95)"
@@ -72,4 +73,4 @@ def run(args: argparse.Namespace) -> int:
     policy = PolicyWrite(Path(args.write_policy), args.review_input_flags) if args.write_policy else None
     result = evaluate(to_score, limits, fit=fit, policy=policy, say=options.say)
     print(result.text, end="")
-    return options.EXIT_INTERRUPTED if result.interrupted else options.EXIT_FAILED if result.failed else 0
+    return EXIT_INTERRUPTED if result.interrupted else EXIT_FAILED if result.failed else 0

@@ -7,7 +7,8 @@ from functools import partial
 from pathlib import Path
 
 from decisionctl.certification.prior_fit import fit_slot_prior
-from decisionctl.commands.options import EXIT_FAILED, add_retry, add_target, retry_policy, say, sender
+from decisionctl.commands.options import add_retry, add_target, retry_policy, say, sender
+from decisionctl.exit_codes import EXIT_FAILED
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

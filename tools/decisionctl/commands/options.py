@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
+from decision_spec.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
 
 from decisionctl.transport import (
     DEFAULT_ROUTE,
@@ -24,8 +24,6 @@ from decisionctl.transport import (
 )
 
 API_KEY_ENV = "DECISION_API_KEY"
-EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130  # Ctrl-C: the same command resumes
 DEFAULT_CAPACITY_WAIT_S = 900.0  # a components endpoint at zero answers minutes after its first refusal
 CAPACITY_INTERVAL_S = 15.0  # between asks while it scales from zero (the client package's default)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from decision_adapter.manifest import ChecksumMismatch
 
-from decisionctl.commands.options import EXIT_FAILED, say
+from decisionctl.commands.options import say
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.release.packaging import PackagingError, package_model
 
 

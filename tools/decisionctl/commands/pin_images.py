@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from decisionctl.commands.options import EXIT_FAILED, say
+from decisionctl.commands.options import say
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.release.images import DLC_TAGS, PinError, pin_images
 
 
@@ -20,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--region",
         help="region to look the tags up in (default: environments.ENV.region); another region is read from "
-        "its own DLC registry account (tools/decisionctl/dlc_registry.py), not environments.ENV.dlc.registry_account",
+        "its own DLC registry account (containers/decision_spec/dlc_registry.py), not "
+        "environments.ENV.dlc.registry_account",
     )
     p.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
     p.add_argument("--cdk-json", default="cdk.json", metavar="FILE", help="the file to pin (default %(default)s)")

@@ -8,14 +8,13 @@ from functools import partial
 from pathlib import Path
 
 from decisionctl.commands.options import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
     add_retry,
     add_target,
     retry_policy,
     say,
     sender,
 )
+from decisionctl.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED
 from decisionctl.review.recording import record_evaluation
 
 

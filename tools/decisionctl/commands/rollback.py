@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from decisionctl.commands.options import EXIT_FAILED, say
+from decisionctl.commands.options import say
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.operations.deployed_names import ClientFor
 from decisionctl.operations.going_back import RollbackRefused, roll_back
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from decisionctl.commands.options import EXIT_FAILED, say
-from decisionctl.evaluation_record import RECORD_OUTPUT
+from decision_spec.evaluation_record import RECORD_OUTPUT
+
+from decisionctl.commands.options import say
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.review import served
 
 

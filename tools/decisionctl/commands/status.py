@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from decisionctl.commands.options import EXIT_FAILED
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.operations.deployed_names import ClientFor
 from decisionctl.operations.status_report import environment_status
 

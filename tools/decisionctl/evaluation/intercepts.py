@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from decision_adapter.core.contract import MAX_INTERCEPT
 from decision_adapter.core.signals import shift_log_odds
+from decision_spec.contract import MAX_INTERCEPT
 
 from decisionctl.evaluation.cases import Prediction, reanswered
 from decisionctl.evaluation.search import LOG_A_BOUNDS, golden_section

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from decision_adapter.core import contract
+from decision_spec import contract
 
 from decisionctl.evaluation.cases import Prediction
 

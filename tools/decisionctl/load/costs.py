@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from decision_spec.memory import ModelFootprint, serverless_memory_mb
 from pydantic import ValidationError
 
-from decisionctl.load.model_memory import ModelFootprint, serverless_memory_mb
 from decisionctl.load.prices import PriceTable
 
 HOURS_PER_MONTH = 730.0

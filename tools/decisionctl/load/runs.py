@@ -214,7 +214,9 @@ class Recommendation:
         if not self.instance_type:
             return "<cpu|gpu>"
         family = self.instance_type.split(".")[1] if self.instance_type.count(".") >= 2 else self.instance_type
-        return "gpu" if family[:1] in ("g", "p") else "cpu"  # as stacks/instance_types.py's is_gpu_instance
+        return (
+            "gpu" if family[:1] in ("g", "p") else "cpu"
+        )  # as containers/decision_spec/instance_types.py's is_gpu_instance
 
     @property
     def config_key(self) -> str:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
+
 ClientFor = Callable[[str, str], Any]  # (AWS service, region) -> a boto3 client
 DECISION_SECTIONS = ("cpu", "gpu")
-ENDPOINT_LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints/"
-COMPONENT_LOG_GROUP_PREFIX = "/aws/sagemaker/InferenceComponents/"
 STACK_PREFIX = "DecisionEndpoints"
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decisionctl.evaluation_record import parse_record
+from decision_spec.evaluation_record import parse_record
+
 from decisionctl.operations.deployed_names import STACK_PREFIX, ClientFor, load
 from decisionctl.review.served import served_sha256, version_with
 

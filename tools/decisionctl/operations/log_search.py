@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from decision_adapter import events
+from decision_spec import events
 
 from decisionctl.operations.deployed_names import ClientFor, load
 

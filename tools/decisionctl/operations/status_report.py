@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.answer_settings import AnswerSettings, variable
+from decision_spec.answer_settings import ANSWER_VARIABLES
+from decision_spec.evaluation_record import RECORD_OUTPUT
 
-from decisionctl.evaluation_record import RECORD_OUTPUT
 from decisionctl.operations.deployed_names import ClientFor, Deployed, Section, load
 
 EXPECTED_MODEL = "DECISION_EXPECTED_MODEL_SHA256"  # the model sha256 the stack passes the container
-ANSWER_VARIABLES = tuple(variable(name) for name in AnswerSettings.model_fields)
 
 
 @dataclass

@@ -113,7 +113,7 @@ def shape_metadata(path: Path) -> dict[str, str]:
 
 
 def read_footprint(path: Path) -> Footprint:
-    """The file's size and KV bytes per token (decision_adapter.core.kv_memory's formula, as the adapter sizes its
+    """The file's size and KV bytes per token (decision_spec.memory's formula, as the adapter sizes its
     cache); FootprintError where a shape key the formula needs is missing (llama.cpp's fallbacks would be a guess)."""
     meta = shape_metadata(path)
     arch = meta.get("general.architecture")

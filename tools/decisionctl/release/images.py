@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decisionctl.dlc_registry import DLC_REGISTRY_ACCOUNTS, partition_of, registry_account
+from decision_spec.dlc_registry import DLC_REGISTRY_ACCOUNTS, partition_of, registry_account
 
 # cdk.json key under environments.<env>.dlc -> the DLC tag it pins.
 DLC_TAGS = {"cpu_digest": "server-sagemaker-cpu-v1", "cuda_digest": "server-sagemaker-cuda-v1"}
@@ -108,10 +108,10 @@ def read_source(document: Mapping[str, Any], environment: str, region: str | Non
         found = registry_account(chosen)
         if found is None:
             raise PinError(
-                f"no DLC registry is published in {chosen} (tools/decisionctl/dlc_registry.py); regions with one: "
-                + ", ".join(DLC_REGISTRY_ACCOUNTS)
+                f"no DLC registry is published in {chosen} (containers/decision_spec/dlc_registry.py); regions with "
+                "one: " + ", ".join(DLC_REGISTRY_ACCOUNTS)
             )
-        account, origin = found, f"the DLC registry account of {chosen} (tools/decisionctl/dlc_registry.py)"
+        account, origin = found, f"the DLC registry account of {chosen} (containers/decision_spec/dlc_registry.py)"
     return DlcSource(environment, chosen, account, repository, pinned, origin)
 
 

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from decision_adapter.core.answer_settings import AnswerSettings, contradictions, shown
 from decision_adapter.manifest import (
-    MANIFEST_NAME,
     SCHEMA,
     ChecksumMismatch,
     Manifest,
@@ -34,10 +32,12 @@ from decision_adapter.manifest import (
     write_manifest,
 )
 from decision_adapter.policy import Policy
+from decision_spec.answer_settings import AnswerSettings, contradictions, shown
+from decision_spec.evaluation_record import RECORD_NAME, parse_record
+from decision_spec.names import MANIFEST_NAME
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from decisionctl.evaluation_record import RECORD_NAME, parse_record
 from decisionctl.release.footprint import Footprint, footprint_or_note
 
 TARBALL = "model.tar.gz"

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.answer_settings import AnswerSettings
+from decision_spec.answer_settings import AnswerSettings
+from decision_spec.evaluation_record import UNGATED, DecisionGates
 
-from decisionctl.evaluation_record import UNGATED, DecisionGates
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings
 from decisionctl.review import summary

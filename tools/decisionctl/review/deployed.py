@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.answer_settings import contradictions, run_answer_settings, shown
+from decision_spec.answer_settings import contradictions, run_answer_settings, shown
+from decision_spec.evaluation_record import EvaluationTolerance
 
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import Case
-from decisionctl.evaluation_record import EvaluationTolerance
 from decisionctl.review import decision_diff
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings

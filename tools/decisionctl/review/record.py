@@ -16,16 +16,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.answer_settings import AnswerSettings, contradictions, merged, run_answer_settings
 from decision_adapter.manifest import Manifest
 from decision_adapter.policy import ACTIONS, Policy, verdict
+from decision_spec.answer_settings import AnswerSettings, contradictions, merged, run_answer_settings
+from decision_spec.evaluation_record import RECORD_SCHEMA, parse_record
 
 from decisionctl.certification.bounds import upper_bound
 from decisionctl.certification.policies import PolicyRefused, check_run_served
 from decisionctl.evaluation import metrics
 from decisionctl.evaluation.cases import Prediction
 from decisionctl.evaluation.identity import IDENTITY_FIELDS
-from decisionctl.evaluation_record import RECORD_SCHEMA, parse_record
 
 RUN_FIELDS = (*IDENTITY_FIELDS, "state_boundary")
 

@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from decision_adapter.manifest import MANIFEST_NAME, Manifest
+from decision_adapter.manifest import Manifest
+from decision_spec.evaluation_record import RECORD_NAME
+from decision_spec.names import MANIFEST_NAME
 
 from decisionctl.certification.bands import question_keys
 from decisionctl.evaluation import scoring
 from decisionctl.evaluation.cases import Case
-from decisionctl.evaluation_record import RECORD_NAME
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings
 from decisionctl.transport import RetryPolicy, Sender

@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from decisionctl.evaluation_record import RECORD_OUTPUT
+from decision_spec.evaluation_record import RECORD_OUTPUT
+
 from decisionctl.review import record as records
 
 

@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from decision_spec.evaluation_record import DecisionGates, EvaluationConfig
 from pydantic import ValidationError
 
 from decisionctl.evaluation.cases import Case, parse_cases
-from decisionctl.evaluation_record import DecisionGates, EvaluationConfig
 
 
 @dataclass(frozen=True)

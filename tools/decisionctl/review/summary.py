@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from decision_adapter.core.answer_settings import shown
+from decision_spec.answer_settings import shown
 
 MAX_LISTED = 50  # flips and action changes listed by id; the JSON report holds them all
 

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 from decisionctl import tables
 from decisionctl.evaluation.cases import read_response
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.transport import Reply, RetryPolicy, Sender, send_with_retries
-
-EXIT_FAILED = 1
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,9 @@ from typing import Any
 
 from decisionctl import tables
 from decisionctl.certification import manifests
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.traffic import capture, joins
 from decisionctl.traffic.report import write_outcomes
-
-EXIT_FAILED = 1
 
 
 @dataclass(frozen=True)

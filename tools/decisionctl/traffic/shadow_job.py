@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from decisionctl import tables
+from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.traffic import capture, shadow
-
-EXIT_FAILED = 1
 
 
 @dataclass(frozen=True)

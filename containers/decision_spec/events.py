@@ -1,19 +1,13 @@
-"""Names of the adapter's log events and of the decision line's fields other parts read, and the writer of the
-one-line record of a refused or failed request.
-
-The stacks' metric filters select lines by these names and sum these fields (stacks/observability.py: decision
-lines, overload rejections, runtime failures, answers per action; stacks/decision_shift.py: the policy version,
-picks, label mass). The stacks are synthesized without the adapter, so they write the names again;
-tests/adapter/test_event_fields.py checks the two sides agree.
-"""
+"""Names of the adapter's log events and of the decision line's fields other parts read: written once here, read
+by the adapter's writers (decision_adapter.request_log, handlers.py), by the stacks' metric filters
+(stacks/observability.py: decision lines, overload rejections, runtime failures, answers per action;
+stacks/decision_shift.py: the policy version, picks, label mass) and by decisionctl's log search."""
 
 from __future__ import annotations
 
-import json
-import logging
 from typing import Final
 
-from .core.contract import Action
+from decision_spec.contract import Action
 
 DECISION = "decision"  # one line per answered decision request
 READY = "ready"  # the model is loaded and the routes answer
@@ -36,14 +30,7 @@ INPUT_FLAGS_FIELD: Final = "input_flags"  # a question item's flags (names only,
 # Under a served policy, the line's count of answers per action.
 ACTION_COUNT_FIELDS: Final[dict[Action, str]] = {"automate": "automated", "review": "reviewed", "abstain": "abstained"}
 
-requests_log = logging.getLogger("decision_adapter.requests")
-
 
 def picked_key(options_sha256: str, option_index: int) -> str:
     """A `picked` entry's key: the question's x_options_sha256 and the place of the option picked."""
     return f"q{options_sha256}_{option_index}"
-
-
-def log_rejection(request_id: str, route: str, status: int, event: str) -> None:
-    """No request text: the line names the request, the route, the status and what happened."""
-    requests_log.warning(json.dumps({"event": event, "request_id": request_id, "route": route, "status": status}))

@@ -1,14 +1,33 @@
-"""The memory a decision model needs on SageMaker and the serverless memory it is given: plain values, one
-definition read by synth (stacks/hosting.py) and by decisionctl cost."""
+"""Memory sizing, one definition: the KV bytes one token of state takes and the state cache's budget (the adapter
+sizes its cache with them, package-model writes the first into the manifest), the memory a decision model needs on
+SageMaker and the serverless memory it is given (synth and `decisionctl cost`)."""
 
 from __future__ import annotations
 
 import math
 
-from decision_adapter.core.kv_memory import MIB, STATE_CACHE_CONTEXTS, state_cache_bytes
 from pydantic import Field
 
-from decisionctl.config_section import FrozenConfig
+from decision_spec.config_base import FrozenConfig
+
+KV_CACHE_BYTES_PER_ELEMENT = 2  # llama.cpp's default KV cache type, f16 (type_k and type_v), which the adapter keeps
+MIB = 1 << 20
+# The default state cache (DECISION_STATE_CACHE_MB unset): this many full contexts' worth of KV, at most 1 GiB.
+STATE_CACHE_CONTEXTS = 2
+STATE_CACHE_CAP_BYTES = 1 << 30
+
+
+def kv_bytes_per_token(*, block_count: int, head_count_kv: int, key_length: int, value_length: int) -> int:
+    """K and V of every layer for one token: block_count x head_count_kv x (key_length + value_length) x 2 (f16)."""
+    return block_count * head_count_kv * (key_length + value_length) * KV_CACHE_BYTES_PER_ELEMENT
+
+
+def state_cache_bytes(state_cache_mb: int | None, kv_per_token: int, *, n_ctx: int) -> int:
+    """The state cache's budget: DECISION_STATE_CACHE_MB where set, else STATE_CACHE_CONTEXTS contexts of KV, capped."""
+    if state_cache_mb is not None:
+        return state_cache_mb * MIB
+    return min(STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS * kv_per_token * n_ctx)
+
 
 SERVERLESS_MEMORY_STEP_MB = 1024
 SERVERLESS_MEMORY_MB = (1024, 6144)  # ServerlessConfig.MemorySizeInMB's range, in 1 GB steps
@@ -29,7 +48,7 @@ class ModelFootprint(FrozenConfig):
     kv_bytes_per_token: int = Field(
         gt=0,
         description="K and V in f16 for every layer per context token: block_count x head_count_kv x (key_length + "
-        "value_length) x 2 from the GGUF's metadata (decision_adapter.core.kv_memory; manifest.json's "
+        "value_length) x 2 from the GGUF's metadata (decision_spec.memory; manifest.json's "
         "kv_bytes_per_token).",
     )
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from decisionctl.config_section import FrozenConfig
+from decision_spec.config_base import FrozenConfig
 
 RECORD_SCHEMA = "decision-endpoints/evaluation/v1"
 RECORD_OUTPUT = "EvaluationRecordSha256"  # the Serving stack's output: the sha256 of the record it serves

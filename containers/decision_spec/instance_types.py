@@ -74,8 +74,8 @@ def cuda_coverage(instance_type: str) -> Coverage:
     if family not in GPU_FAMILIES:
         known = ", ".join(sorted(GPU_FAMILIES))
         raise ValueError(
-            f"{instance_type}: the GPU of the {family} family is not in stacks/instance_types.py (known: {known}); "
-            "add its compute capability there once the DLC's CUDA build is shown to cover it"
+            f"{instance_type}: the GPU of the {family} family is not in containers/decision_spec/instance_types.py "
+            f"(known: {known}); add its compute capability there once the DLC's CUDA build is shown to cover it"
         )
     gpu, capability = GPU_FAMILIES[family]
     if capability in REAL_ARCHITECTURES:

@@ -19,6 +19,9 @@ QUESTION_TYPES: tuple[str, ...] = get_args(QuestionType)
 # categorical: one softmax over the declared options and one picked index; every type today.
 AnswerShape = Literal["categorical"]
 ANSWER_SHAPES: tuple[str, ...] = get_args(AnswerShape)
+# Each question type's answer shape, once: its kind's answer_shape (question_types.py) and the stacks' decision-shift
+# alarms (which shapes can route) read it here.
+SHAPE_OF_TYPE: dict[str, AnswerShape] = {"noul": "categorical", "choice": "categorical", "score": "categorical"}
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MAX_QUESTIONS = 400  # questions in one request, on every route: OpenAI's own cap (DECISION_MAX_QUESTIONS lowers it)
 SINGLE_LABEL_MAX = 26  # options labelled by one letter each (A..Z); beyond, two-letter codes
@@ -105,3 +108,29 @@ def clamp01(x: float) -> float:
 
 def is_distribution(probs: Sequence[float], tol: float = SUM_TOLERANCE) -> bool:
     return all(math.isfinite(p) and 0.0 <= p <= 1.0 for p in probs) and abs(sum(probs) - 1.0) <= tol
+
+
+# DECISION_ORDER_DEBIAS's modes (each one's option orders: decision_adapter.core.signals.option_orders).
+DebiasMode = Literal["off", "reverse", "rotations", "adaptive"]
+DEBIAS_MODES: tuple[DebiasMode, ...] = ("off", "reverse", "rotations", "adaptive")
+_DEBIAS_ALIASES: dict[str, DebiasMode] = {
+    "true": "reverse",  # what `true` always meant: the given and the reversed order
+    "1": "reverse",
+    "on": "reverse",
+    "yes": "reverse",
+    "false": "off",
+    "0": "off",
+    "no": "off",
+}
+
+
+def debias_mode(raw: str | bool) -> DebiasMode:
+    """DECISION_ORDER_DEBIAS as a mode: off, reverse (also true), rotations, adaptive. ValueError names the choices."""
+    if isinstance(raw, bool):
+        return "reverse" if raw else "off"
+    low = raw.strip().lower()
+    if low in DEBIAS_MODES:
+        return low
+    if low in _DEBIAS_ALIASES:
+        return _DEBIAS_ALIASES[low]
+    raise ValueError(f"must be one of {', '.join(DEBIAS_MODES)} (true means reverse, false means off), got {raw!r}")

@@ -2,11 +2,11 @@
 measured under.
 
 One model, read by the adapter (manifest.json's `answer_settings`, adopted at start by
-`settings.adopt_answer_settings`) and by decisionctl (`package-model --answer-setting` writes it; an evaluation
-record holds those its run served). The stacks keep a copy (stacks/adapter_settings.py; they do not import the
-adapter). Each field is the `AdapterSettings` field of the same name, `DECISION_<NAME>`, with its bounds; None:
-not recorded, so the adapter's environment or default decides. tests/adapter/test_answer_settings.py checks that
-both sides agree and that every other setting leaves answers alone.
+`settings.adopt_answer_settings`), by decisionctl (`package-model --answer-setting` writes it; an evaluation record
+holds those its run served) and by the stacks (cdk.json's `model.answer_settings`: this model, strict). Each field
+is the `AdapterSettings` field of the same name, `DECISION_<NAME>`, with its bounds; None: not recorded, so the
+adapter's environment or default decides. tests/adapter/test_answer_settings.py checks that both sides agree and
+that every other setting leaves answers alone.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .contract import StateBoundary
-from .signals import DebiasMode, debias_mode
+from decision_spec.contract import DebiasMode, StateBoundary, debias_mode
 
 ENV_PREFIX = "DECISION_"
 # The answer settings x_run reports, and a policy records, under their own names (RunIdentity's and Policy's).
@@ -105,3 +104,6 @@ def contradictions(first: AnswerSettings, second: AnswerSettings) -> dict[str, t
 def merged(first: AnswerSettings, fallback: AnswerSettings) -> AnswerSettings:
     """`first`'s settings, and `fallback`'s where `first` records none."""
     return AnswerSettings.model_validate({**fallback.recorded(), **first.recorded()})
+
+
+ANSWER_VARIABLES = tuple(variable(name) for name in AnswerSettings.model_fields)  # their DECISION_* variables
