@@ -34,7 +34,7 @@ def measure(setting: str) -> dict[str, Any]:
     from decision_adapter.launcher import MODEL_DIR, start_adapter
     from decision_spec.evaluation_record import EvaluationConfig
     from decisionctl.evaluation import scoring
-    from decisionctl.evaluation.cases import parse_cases
+    from decisionctl.evaluation.cases import case_digest, parse_cases
     from decisionctl.review import decision_diff
     from decisionctl.review import record as records
     from decisionctl.review.deployed import compare, recorded_margin
@@ -58,7 +58,7 @@ def measure(setting: str) -> dict[str, Any]:
     finally:
         sender.close()
         adapter.stop()
-    digests = {c.id: scoring.case_digest(c) for c in cases}
+    digests = {c.id: case_digest(c) for c in cases}
     answers = {p.id: records.answer(p, digests[p.id], None, None) for p in run.predictions}
     recorded = record["answers"]
     deltas = {cid: decision_diff.max_delta(recorded[cid], a) or 0.0 for cid, a in answers.items()}

@@ -17,8 +17,11 @@ import pytest
 from decisionctl.commands import cli
 from decisionctl.evaluation import metrics, scoring, temperatures
 from decisionctl.evaluation.cases import (
+    IDENTITY,
+    PREDICTIONS,
     CaseError,
     Prediction,
+    case_digest,
     load_cases,
     parse_case,
     prediction_from_response,
@@ -220,7 +223,7 @@ def test_a_temperature_that_does_not_lower_its_types_heldout_ece_is_not_applied(
 
 def test_a_saved_identity_the_models_cannot_read_stops_the_run_before_anything_is_sent(tmp_path) -> None:
     case = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": True})
-    (tmp_path / scoring.IDENTITY).write_text(json.dumps({"model_sha256": "ab" * 32}))  # a partial x_run
+    (tmp_path / IDENTITY).write_text(json.dumps({"model_sha256": "ab" * 32}))  # a partial x_run
     with pytest.raises(scoring.IdentityChanged, match=r"is not a run identity .*\(model_file: Field required"):
         scoring.score_cases([case], sender=None, out=tmp_path)  # nothing is sent
 
@@ -239,11 +242,11 @@ def _saved_run(tmp_path: Path, count: int) -> tuple[Path, Path]:
     ]
     cases_path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     out.mkdir()
-    log = PredictionLog(out / scoring.PREDICTIONS)
+    log = PredictionLog(out / PREDICTIONS)
     for i, case in enumerate(load_cases(cases_path)):
         answer = reply({"type": "noul", "noul": 0.9 if i % 3 else 0.2}, run=x_run())
-        log.append({**prediction_from_response(case, answer, 0.01).to_json(), "case_sha256": scoring.case_digest(case)})
-    (out / scoring.IDENTITY).write_text(json.dumps(x_run()), encoding="utf-8")
+        log.append({**prediction_from_response(case, answer, 0.01).to_json(), "case_sha256": case_digest(case)})
+    (out / IDENTITY).write_text(json.dumps(x_run()), encoding="utf-8")
     return cases_path, out
 
 
@@ -261,7 +264,7 @@ def test_evaluate_reports_on_saved_predictions_without_an_endpoint(tmp_path: Pat
     assert "1 of 9 cases have no saved prediction" in said and "give --url or --sagemaker-endpoint" in said
     assert cli.main(["evaluate", str(cases_path), "--out", str(out), "--restart"]) == 1  # would forget the 8
     assert "--restart forgets the saved predictions" in capsys.readouterr().err
-    assert len(PredictionLog(out / scoring.PREDICTIONS).load()) == 8
+    assert len(PredictionLog(out / PREDICTIONS).load()) == 8
 
 
 def test_evaluate_writes_its_runs_outside_the_committed_evaluation_folder() -> None:

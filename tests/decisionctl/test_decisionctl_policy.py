@@ -19,8 +19,8 @@ from decisionctl.certification import bands
 from decisionctl.certification.policies import PolicyRefused, action_table, check_run_served, from_results
 from decisionctl.commands import cli
 from decisionctl.commands.options import input_flags_arg, shipped
-from decisionctl.evaluation.cases import Prediction, load_cases
-from decisionctl.evaluation.scoring import IDENTITY, PREDICTIONS, PredictionLog, case_digest
+from decisionctl.evaluation.cases import IDENTITY, PREDICTIONS, Prediction, case_digest, load_cases
+from decisionctl.evaluation.scoring import PredictionLog
 from decisionctl.release.packaging import package_model
 
 from tests.decisionctl_support import reply, x_run

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 if TYPE_CHECKING:
-    from decision_endpoints_client import EndpointResponse
+    from decision_endpoints_client.invocation import EndpointResponse
 
 DEFAULT_ROUTE = "/v1/systemone"
 DEFAULT_TIMEOUT_S = 70.0  # SageMaker gives /invocations 60 s; a little more so its own error arrives first
@@ -95,8 +95,7 @@ class Sender(Protocol):
 
 def http_reply(response: httpx.Response, latency_s: float) -> Reply:
     """The reply an HTTP response stands for, its Retry-After read as the client package reads it."""
-    from decision_endpoints_client import EndpointResponse
-    from decision_endpoints_client.invocation import RETRY_AFTER
+    from decision_endpoints_client.invocation import RETRY_AFTER, EndpointResponse
 
     retry_after = response.headers.get("Retry-After")
     headers = {RETRY_AFTER: retry_after} if retry_after is not None else {}
@@ -158,7 +157,7 @@ class RealTimeEndpointSender:
         inference_component: str | None = None,
         capacity_wait: Any = None,
     ) -> None:
-        from decision_endpoints_client import RealTimeEndpoint
+        from decision_endpoints_client.realtime import RealTimeEndpoint
 
         self.endpoint_name = endpoint_name
         self._endpoint = RealTimeEndpoint(
@@ -181,8 +180,8 @@ class RealTimeEndpointSender:
         credentials, no region) is raised, not replied: no retry can mend it, and every other request would fail the
         same way."""
         from botocore.exceptions import BotoCoreError
-        from decision_endpoints_client import EndpointUnreachable, Invocation, InvocationTimeout
         from decision_endpoints_client.capacity import is_no_capacity
+        from decision_endpoints_client.invocation import EndpointUnreachable, Invocation, InvocationTimeout
 
         start = time.perf_counter()
         try:

@@ -23,7 +23,15 @@ from typing import Any
 from decisionctl.bulk.records import InputSummary, PartAnswers, join, read_records
 from decisionctl.certification.results import evaluation_results
 from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import Prediction, prediction_from_response, read_response, run_fingerprint
+from decisionctl.evaluation.cases import (
+    IDENTITY,
+    PREDICTIONS,
+    Prediction,
+    case_digest,
+    prediction_from_response,
+    read_response,
+    run_fingerprint,
+)
 
 STATE = "run.json"
 ANSWERS = "answers.jsonl"
@@ -130,7 +138,7 @@ class EvaluateWriter:
     def __post_init__(self) -> None:
         shutil.rmtree(self.out, ignore_errors=True)
         self.out.mkdir(parents=True)
-        self._log = (self.out / scoring.PREDICTIONS).open("w", encoding="utf-8")
+        self._log = (self.out / PREDICTIONS).open("w", encoding="utf-8")
 
     def add(self, record: Any, answer: dict[str, Any]) -> None:
         case = record.case
@@ -151,18 +159,14 @@ class EvaluateWriter:
             self.identity = response.x_run.model_dump(mode="json") if response.x_run else {}
         elif served != self._fingerprint:
             self.identity_changed = True
-        self._log.write(
-            json.dumps({**prediction.to_json(), "case_sha256": scoring.case_digest(case)}, sort_keys=True) + "\n"
-        )
+        self._log.write(json.dumps({**prediction.to_json(), "case_sha256": case_digest(case)}, sort_keys=True) + "\n")
         self.predictions.append(prediction)
 
     def close(self, cases_path: Path, records: int, thresholds: dict[str, float | int]) -> dict[str, Any] | None:
         self._log.close()
         if self.identity_changed or not self.predictions:
             return None
-        (self.out / scoring.IDENTITY).write_text(
-            json.dumps(self.identity, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-        )
+        (self.out / IDENTITY).write_text(json.dumps(self.identity, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         run = scoring.Run(self.predictions, skipped=0, sent=records, errors=self.errors, identity=self.identity)
         results = evaluation_results(
             run,

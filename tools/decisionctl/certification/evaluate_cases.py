@@ -14,7 +14,7 @@ from decisionctl.certification import bands, manifests, policies
 from decisionctl.certification.results import AUTOMATION_DIR, evaluation_results, write_automation_plots
 from decisionctl.certification.served_calibration import served_intercept
 from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import Case, CaseError, load_cases
+from decisionctl.evaluation.cases import PREDICTIONS, Case, CaseError, load_cases
 from decisionctl.transport import RetryPolicy, Sender
 
 
@@ -93,7 +93,7 @@ def evaluate(
     scored = _score(cases_to_score, cases, say)
     if scored is None:
         return Evaluated(failed=True)
-    say(f"{scored.sent} cases sent, {scored.skipped} already scored in {out / scoring.PREDICTIONS}")
+    say(f"{scored.sent} cases sent, {scored.skipped} already scored in {out / PREDICTIONS}")
     if scored.interrupted:
         say("interrupted: run the same command again to score the rest")
         return Evaluated(interrupted=True)

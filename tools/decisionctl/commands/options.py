@@ -108,7 +108,7 @@ def add_component(parser: Any) -> None:
 
 def capacity_wait(args: argparse.Namespace) -> Any:
     """The client package's CapacityWait from --capacity-wait, reporting on stderr; None for 0."""
-    from decision_endpoints_client import CapacityProgress, CapacityWait
+    from decision_endpoints_client.capacity import CapacityProgress, CapacityWait
 
     def progress(p: CapacityProgress) -> None:
         say(p.line())

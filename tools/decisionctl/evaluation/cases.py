@@ -6,6 +6,7 @@ score: levels 0..n-1) so that metrics and calibration work on plain probability 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -19,6 +20,10 @@ from decision_spec import contract
 from pydantic import ValidationError
 
 from decisionctl.readback import readback_of
+
+# A scored run's files: each case's prediction (with its case_digest) and the run identity it was scored under.
+PREDICTIONS = "predictions.jsonl"
+IDENTITY = "identity.json"
 
 QUESTION_ID = "q"
 
@@ -185,3 +190,14 @@ def run_fingerprint(run: RunIdentity | None) -> dict[str, Any]:
     if run is None:
         return {"model_sha256": None, "calibration": None}
     return {"model_sha256": run.model_sha256, "calibration": run.calibration.model_dump(mode="json")}
+
+
+def case_digest(case: Case) -> str:
+    """A case's content as one sha256 (state, question, options, label): a saved prediction is reused only for it."""
+    canonical = json.dumps(
+        [case.state, case.question, case.options, case.expected_index],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -21,9 +21,9 @@ from typing import Any
 
 from decisionctl import plots
 from decisionctl.evaluation import metrics
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.evaluation.cases import PREDICTIONS, Prediction
 from decisionctl.evaluation.identity import IDENTITY_FIELDS
-from decisionctl.evaluation.scoring import PREDICTIONS, RESULTS, PredictionLog
+from decisionctl.evaluation.scoring import RESULTS, PredictionLog
 
 COMPARISON_JSON = "comparison.json"
 COMPARISON_PNG = "comparison.png"

@@ -7,7 +7,6 @@ changed is scored again. The state text is never written out.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -23,8 +22,11 @@ from tqdm import tqdm
 from decisionctl import plots
 from decisionctl.evaluation import metrics, temperatures
 from decisionctl.evaluation.cases import (
+    IDENTITY,
+    PREDICTIONS,
     Case,
     Prediction,
+    case_digest,
     describe_invalid,
     prediction_from_response,
     read_response,
@@ -32,8 +34,6 @@ from decisionctl.evaluation.cases import (
 )
 from decisionctl.transport import Reply, RetryPolicy, Sender, send_with_retries
 
-PREDICTIONS = "predictions.jsonl"
-IDENTITY = "identity.json"
 RESULTS = "results.json"
 RELIABILITY_PNG = "reliability.png"
 HISTOGRAM_PNG = "confidence_hist.png"
@@ -46,16 +46,6 @@ class IdentityChanged(RuntimeError):
 
 class NotScored(RuntimeError):
     """Cases that no saved prediction answers, and no endpoint to send them to."""
-
-
-def case_digest(case: Case) -> str:
-    canonical = json.dumps(
-        [case.state, case.question, case.options, case.expected_index],
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 class PredictionLog:

@@ -19,7 +19,7 @@ from decision_spec.answer_settings import contradictions, run_answer_settings, s
 from decision_spec.evaluation_record import EvaluationTolerance
 
 from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import Case
+from decisionctl.evaluation.cases import Case, case_digest
 from decisionctl.review import decision_diff
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings
@@ -122,7 +122,7 @@ def compare(
     """A scored variant against the record: its deltas, flips, run-identity changes and failures, JSON-ready."""
     identity = scored.identity or {}
     recorded = record["answers"]
-    digests = {c.id: scoring.case_digest(c) for c in cases}
+    digests = {c.id: case_digest(c) for c in cases}
     answers = {p.id: records.answer(p, digests[p.id], None, None) for p in scored.predictions}
     failures: list[str] = []
     if scored.errors or len(answers) != len(cases):

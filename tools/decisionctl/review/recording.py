@@ -13,7 +13,7 @@ from decision_spec.names import MANIFEST_NAME
 
 from decisionctl.certification.bands import question_keys
 from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import Case
+from decisionctl.evaluation.cases import Case, case_digest
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings
 from decisionctl.transport import RetryPolicy, Sender
@@ -83,7 +83,7 @@ def record_evaluation(
     except records.EvaluationRecordError as exc:
         say(f"not recorded: {exc}")
         return Recorded(failed=True)
-    digests = {c.id: scoring.case_digest(c) for c in cases}
+    digests = {c.id: case_digest(c) for c in cases}
     record = records.build(
         predictions=scored.predictions,
         case_sha256=digests,

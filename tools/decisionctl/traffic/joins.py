@@ -28,8 +28,15 @@ from typing import Any
 
 from decision_adapter.core.schemas import Answer
 
-from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import QUESTION_ID, parse_case, prediction_from_response, run_fingerprint
+from decisionctl.evaluation.cases import (
+    IDENTITY,
+    PREDICTIONS,
+    QUESTION_ID,
+    case_digest,
+    parse_case,
+    prediction_from_response,
+    run_fingerprint,
+)
 from decisionctl.readback import readback_of
 from decisionctl.traffic.capture import CapturedAnswer, distribution, pick
 
@@ -222,18 +229,18 @@ def write_join(result: Join, out: Path) -> dict[str, Any]:
     directory = out / EVALUATE_DIR
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    with (directory / scoring.PREDICTIONS).open("w", encoding="utf-8") as log:
+    with (directory / PREDICTIONS).open("w", encoding="utf-8") as log:
         for n, (line, j) in enumerate(zip(lines, result.joined, strict=True), start=1):
             case = parse_case(n, line)
             response = j.captured.response.model_copy(update={"answers": {QUESTION_ID: j.answer}})
             timing = response.x_timing_ms
             prediction = prediction_from_response(case, response, timing.total / 1000.0 if timing else 0.0)
-            record = {**prediction.to_json(), "case_sha256": scoring.case_digest(case)}
+            record = {**prediction.to_json(), "case_sha256": case_digest(case)}
             record["options_sha256"] = j.answer.x_options_sha256
             log.write(json.dumps(record, sort_keys=True) + "\n")
     run = result.joined[0].captured.run
     identity = run.model_dump(mode="json") if run else {}
-    (directory / scoring.IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n", "utf-8")
+    (directory / IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n", "utf-8")
     written["evaluate"] = str(directory)
     return written
 
