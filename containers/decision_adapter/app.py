@@ -30,18 +30,16 @@ from .body_limit import BodyLimit
 from .core.errors import (
     ERROR_TABLE,
     AuthenticationError,
-    Envelope,
     InvalidRequest,
     NotReady,
     UnsupportedShape,
-    envelope_of_path,
-    error_response,
     invalid_json,
     validation_detail,
 )
 from .core.gguf_metadata import DecisionMetadataError
 from .core.schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .core.settings import AdapterSettings, RuntimeSettings, SettingsError
+from .error_bodies import Envelope, envelope_of_path, error_response
 from .loading import load_service
 from .manifest import ChecksumMismatch, ModelNotFound
 from .policy import PolicyError

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .core.errors import PayloadTooLarge, envelope_of_path, error_response
+from .core.errors import PayloadTooLarge
+from .error_bodies import envelope_of_path, error_response
 
 DRAIN_FACTOR = 2  # bodies up to this many times the limit are read to their end before the 413 goes out
 

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from decision_adapter import error_bodies
 from decision_adapter.app import startup_failure
 from decision_adapter.core import errors
 from decision_adapter.core.gguf_metadata import UnsupportedDecisionScheme
@@ -33,7 +34,7 @@ def test_every_domain_error_has_a_row() -> None:
 
 @pytest.mark.parametrize("cls", [c for c in DOMAIN_ERRORS if c is not errors.InvalidRequest], ids=lambda c: c.__name__)
 def test_body_is_the_contracts_shape(cls: type[errors.AdapterError]) -> None:
-    response = errors.error_response(cls("what went wrong"))
+    response = error_bodies.error_response(cls("what went wrong"))
     body = json.loads(bytes(response.body))
     kind = errors.ERROR_TABLE[cls]
     assert response.status_code == kind.status and response.media_type == "application/json"
@@ -44,7 +45,7 @@ def test_invalid_request_is_the_contracts_422_and_its_json_lines_line() -> None:
     problems = errors.validation_detail(
         [{"loc": ("questions",), "msg": "Field required", "type": "missing"}], prefix=("body",)
     )
-    response = errors.error_response(errors.InvalidRequest(problems))
+    response = error_bodies.error_response(errors.InvalidRequest(problems))
     assert response.status_code == 422 and response.media_type == "application/json"
     assert json.loads(bytes(response.body)) == {
         "detail": [{"loc": ["body", "questions"], "msg": "Field required", "type": "missing"}]
@@ -85,11 +86,11 @@ def test_statuses_clients_retry_are_never_for_bad_input() -> None:
 
 
 def test_retry_after_from_the_error_or_the_table() -> None:
-    assert errors.error_response(errors.Overloaded("full", retry_after=3)).headers["Retry-After"] == "3"
-    failure = errors.error_response(TemplateNotSeparable("cannot split"))  # a RuntimeFailure subclass
+    assert error_bodies.error_response(errors.Overloaded("full", retry_after=3)).headers["Retry-After"] == "3"
+    failure = error_bodies.error_response(TemplateNotSeparable("cannot split"))  # a RuntimeFailure subclass
     assert failure.status_code == 500 and failure.headers["Retry-After"] == "1"
     assert json.loads(bytes(failure.body))["detail"]["message"] == "the model runtime failed: cannot split"
-    assert errors.error_response(errors.AuthenticationError("no key")).headers["WWW-Authenticate"] == "Bearer"
+    assert error_bodies.error_response(errors.AuthenticationError("no key")).headers["WWW-Authenticate"] == "Bearer"
     assert errors.status_of(KeyError("not a domain error")) == 500
 
 

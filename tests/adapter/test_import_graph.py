@@ -192,3 +192,13 @@ def _top_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             names.add(node.module.split(".")[0])
     return names
+
+
+def test_the_adapters_ground_floor_imports_no_web_framework() -> None:
+    """core/ defines the errors and the models; they are rendered at the HTTP edge (error_bodies.py renders an
+    error once per dialect), so no core module imports FastAPI, Starlette or uvicorn (core/errors.py imported FastAPI's
+    JSONResponse and built OpenAI's envelope before issue 47)."""
+    web = {"fastapi", "starlette", "uvicorn"}
+    core = [m for m in MODULES if m.startswith("decision_adapter.core.")]
+    assert len(core) >= 8
+    assert {m: sorted(_top_imports(MODULES[m]) & web) for m in core if _top_imports(MODULES[m]) & web} == {}
