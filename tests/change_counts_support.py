@@ -1,0 +1,124 @@
+"""Real changes, made step by step in a scratch copy of the committed tree, with the suite's structural checks run
+after each step: how many files a change of a kind touches before those checks pass (docs/architecture.md's counts,
+measured again by tests/test_change_counts.py rather than remembered from a thrown-away branch)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+Step = tuple[str, Callable[[Path], None]]  # what the step adds, and the edit that adds it
+
+
+def scratch(into: Path) -> Path:
+    """The committed tree (git archive of HEAD: no .venv, .cache or untracked file) unpacked into `into`."""
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, check=True, capture_output=True, timeout=120).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def failing(tree: Path, tests: list[str]) -> list[str]:
+    """The node ids of `tests` that fail in `tree`, its packages imported from the tree itself (ahead of the
+    checkout's editable install on the path)."""
+    paths = [tree / "containers", tree / "tools", tree, tree / "clients" / "python"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths)), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
+        check=False,
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    found = sorted(set(re.findall(r"^FAILED (\S+)", done.stdout, re.M)))
+    if done.returncode not in (0, 1) or (done.returncode == 1 and not found):
+        raise RuntimeError(f"pytest could not run in the scratch tree (exit {done.returncode}):\n{done.stdout[-3000:]}")
+    return found
+
+
+def edit(path: Path, after: str, text: str) -> None:
+    """Insert `text` right after the first line of `path` that starts with `after`."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(after))
+    lines.insert(at + 1, text)
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+# A new CLI command, `case-mix` (a labeled suite's cases per question type and expected answer), in three code
+# files and two places in docs/cli.md.
+USE_CASE = '''"""A labeled suite's mix: its cases per question type and expected answer (case-mix's use case)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from decisionctl.evaluation.cases import load_cases
+
+
+def case_mix(path: Path) -> list[list[object]]:
+    counts = Counter((c.type, c.options[c.expected_index]) for c in load_cases(path))
+    return [[kind, answer, n] for (kind, answer), n in sorted(counts.items())]
+'''
+COMMAND = '''"""decisionctl case-mix: a labeled suite's cases per question type and expected answer."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from decisionctl import tables
+from decisionctl.evaluation.case_mix import case_mix
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cases", type=Path, help="a labeled JSONL file, as evaluate reads it")
+
+
+def run(args: argparse.Namespace) -> int:
+    print(tables.table(["type", "expected", "cases"], case_mix(args.cases)))
+    return 0
+'''
+
+
+def new_command_steps() -> list[Step]:
+    def modules(tree: Path) -> None:
+        (tree / "tools/decisionctl/evaluation/case_mix.py").write_text(USE_CASE, encoding="utf-8")
+        (tree / "tools/decisionctl/commands/case_mix.py").write_text(COMMAND, encoding="utf-8")
+
+    def registry(tree: Path) -> None:
+        entry = '            Command("case-mix", "count a suite\'s cases per type and expected answer", "case_mix"),\n'
+        edit(tree / "tools/decisionctl/commands/__init__.py", '            Command("evaluate",', entry)
+
+    def docs(tree: Path) -> None:
+        cli_md = tree / "docs/cli.md"
+        edit(
+            cli_md,
+            "| `evaluate` |",
+            "| `case-mix` | counts a labeled suite's cases per question type and expected answer |\n",
+        )
+        section = "## `case-mix`\n\n`decisionctl case-mix CASES`: the suite's cases per type and expected answer.\n\n"
+        text = cli_md.read_text(encoding="utf-8")
+        cli_md.write_text(text.replace("## `evaluate`", section + "## `evaluate`", 1), encoding="utf-8")
+
+    return [
+        ("the use case and the command module", modules),
+        ("its Command in STAGES", registry),
+        ("docs/cli.md", docs),
+    ]
+
+
+NEW_COMMAND_CHECKS = [
+    "tests/decisionctl/test_layout.py",
+    "tests/decisionctl/test_cli_start.py::test_every_command_is_registered_once_with_a_module_that_runs_it",
+    "tests/test_docs.py::test_cli_md_lists_every_command_in_the_order_of_the_help",
+]
