@@ -44,9 +44,9 @@ def bench_overhead_and_generation(tmp: Path, n: int) -> dict[str, Any]:
     """Adapter latency for one question vs raw llama-cpp-python eval of the same tokens; decision vs a chat
     completion that writes the label, on the same prompt."""
     import llama_cpp
-    from decision_adapter.core.question_types import options_of
-    from decision_adapter.core.schemas import ChoiceQuestion
     from decision_adapter.prompting.generic import SYSTEM_PROMPT, build_template, question_text
+    from decision_spec.question_types import options_of
+    from decision_spec.schemas import ChoiceQuestion
     from llama_cpp import Llama
 
     out: dict[str, Any] = {}

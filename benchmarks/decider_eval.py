@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.manifest import read_manifest
+from decision_spec.manifest import read_manifest
 from decisionctl.evaluation import metrics
 from decisionctl.evaluation.cases import Prediction
 

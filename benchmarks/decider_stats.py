@@ -12,8 +12,8 @@ from typing import Any
 
 from decision_adapter.input_flags import addressed_to_classifier
 from decision_adapter.instruction_flags import instructs_decider
-from decision_adapter.manifest import Manifest
-from decision_adapter.policy import Policy, verdict
+from decision_spec.manifest import Manifest
+from decision_spec.policy import Policy, verdict
 from decisionctl.certification.bands import question_key
 from decisionctl.certification.bounds import upper_bound
 from decisionctl.evaluation import intercepts, metrics, temperatures

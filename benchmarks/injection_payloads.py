@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.question_types import kind_of, options_of
-from decision_adapter.core.schemas import DecisionRequest
+from decision_spec.question_types import kind_of, options_of
+from decision_spec.schemas import DecisionRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "evaluation" / "support-suite.jsonl"

@@ -68,7 +68,7 @@ TEMPLATE = (
 def typed_copy(source: Path, out: Path) -> Path:
     """A copy of `source` whose metadata declares it an openjev decision model with TEMPLATE; its manifest too."""
     import gguf
-    from decision_adapter.manifest import Manifest, sha256_file, write_manifest
+    from decision_spec.manifest import Manifest, sha256_file, write_manifest
 
     out.mkdir(parents=True, exist_ok=True)
     target = out / source.name

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from decision_adapter.core.question_types import options_of
-from decision_adapter.core.schemas import DecisionRequest
 from decision_adapter.prompting import base, generic
+from decision_spec.question_types import options_of
+from decision_spec.schemas import DecisionRequest
 from llama_cpp import Llama
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -48,7 +48,7 @@ Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class OptionShares(FrozenConfig):
-    """One question's option mix on the certifying cases (decision_adapter.policy.OptionMix)."""
+    """One question's option mix on the certifying cases (decision_spec.policy.OptionMix)."""
 
     type: QuestionType
     cases: int = Field(ge=1)
@@ -63,7 +63,7 @@ class OptionShares(FrozenConfig):
 
 
 class CertifiedShares(FrozenConfig):
-    """The policy's `certified_mix` block (decision_adapter.policy.CertifiedMix), as cdk.json holds it."""
+    """The policy's `certified_mix` block (decision_spec.policy.CertifiedMix), as cdk.json holds it."""
 
     cases: int = Field(ge=1)
     actions: dict[Literal["automate", "review", "abstain"], Share]

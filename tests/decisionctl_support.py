@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decision_adapter.core.schemas import DecisionResponse
+from decision_spec.schemas import DecisionResponse
 
 
 def x_run(*, model_sha256: str = "ab" * 32, temperature: dict[str, float] | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from decision_adapter.manifest import Manifest
+from decision_spec.manifest import Manifest
 from decisionctl.certification import bands
 from decisionctl.evaluation import metrics
 from decisionctl.evaluation.cases import Prediction

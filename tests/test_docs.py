@@ -407,7 +407,7 @@ def test_cli_md_names_the_keys_an_evaluation_record_holds() -> None:
     """The record table of cli.md against a record as decisionctl.review.record builds it."""
     from datetime import UTC, datetime
 
-    from decision_adapter.manifest import Manifest
+    from decision_spec.manifest import Manifest
     from decisionctl.evaluation.cases import Prediction
     from decisionctl.review import record as records
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from decision_spec import contract
+from decision_spec.policy import Policy, verdict
+from decision_spec.question_types import kind_of
+from decision_spec.schemas import Answer, AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
 
-from .core.question_types import kind_of
-from .core.schemas import Answer, AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
 from .outcomes import DecisionOutcome, Scored
-from .policy import Policy, verdict
 
 
 def decision_response(

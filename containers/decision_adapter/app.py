@@ -18,6 +18,10 @@ from typing import Annotated, Any
 import anyio
 from decision_spec import events
 from decision_spec.contract import DEFAULT_MODEL_ALIAS
+from decision_spec.gguf_metadata import DecisionMetadataError
+from decision_spec.manifest import ChecksumMismatch, ModelNotFound
+from decision_spec.policy import PolicyError
+from decision_spec.schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -36,13 +40,9 @@ from .core.errors import (
     invalid_json,
     validation_detail,
 )
-from .core.gguf_metadata import DecisionMetadataError
-from .core.schemas import ChatCompletionRequest, DecisionRequest, ModelCard, ModelList
 from .core.settings import AdapterSettings, RuntimeSettings, SettingsError
 from .error_bodies import Envelope, envelope_of_path, error_response
 from .loading import load_service
-from .manifest import ChecksumMismatch, ModelNotFound
-from .policy import PolicyError
 from .request_log import requests_log
 from .service import ModelService
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from decision_spec.contract import RecordId
 from decision_spec.names import JSON_LINES, MAX_PAYLOAD_MB
+from decision_spec.schemas import DecisionRequest
 from pydantic import ValidationError
 
 from .core.errors import (
@@ -27,7 +28,6 @@ from .core.errors import (
     record_error,
     validation_detail,
 )
-from .core.schemas import DecisionRequest
 from .core.settings import AdapterSettings
 
 ID_NOT_SCALAR = {

@@ -8,9 +8,9 @@ from typing import Literal, Protocol
 
 import numpy as np
 from decision_spec.contract import QUESTION_TYPES
+from decision_spec.gguf_metadata import DecisionMetadataError, Temperatures
+from decision_spec.schemas import CalibrationInForce
 
-from .core.gguf_metadata import DecisionMetadataError, Temperatures
-from .core.schemas import CalibrationInForce
 from .core.signals import Vector
 
 

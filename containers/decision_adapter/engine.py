@@ -25,13 +25,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 from decision_spec.contract import InputFlag, options_hash
+from decision_spec.question_types import options_of
+from decision_spec.schemas import AnyQuestion, DecisionRequest, Option, Text
 
 from .adaptive import settled
 from .calibration import ActiveCalibration
 from .core.caller_text import mark, mark_model
 from .core.errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
-from .core.question_types import options_of
-from .core.schemas import AnyQuestion, DecisionRequest, Option, Text
 from .core.signals import label_mass, log_softmax, order_name, shift_log_odds, softmax, split_out_of_scope
 from .deadline import Deadline
 from .input_flags import flags_of, state_flags

@@ -15,14 +15,14 @@ import anyio
 from decision_spec import events
 from decision_spec.events import ACTION_COUNT_FIELDS
 from decision_spec.names import JSON_LINES
+from decision_spec.question_types import kind_of
+from decision_spec.schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RequestRun
 from fastapi.responses import JSONResponse, Response
 
 from . import bulk, openai_decisions
 from . import openai_schemas as oa
 from .answers import decision_response
 from .core.errors import AdapterError, ModelNotServed
-from .core.question_types import kind_of
-from .core.schemas import Answer, ChatCompletionRequest, DecisionRequest, DecisionResponse, RequestRun
 from .outcomes import DecisionOutcome
 from .request_log import requests_log
 from .service import ModelService

@@ -12,9 +12,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from decision_spec.contract import DebiasMode, StateBoundary
+from decision_spec.schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
 
 from . import __version__
-from .core.schemas import CalibrationInForce, Gpu, Hardware, RunIdentity
 
 
 def _package_version(name: str) -> str:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from decision_spec.schemas import ChoiceQuestion, DecisionRequest, render_text
 
 from .core.caller_text import caller_strings, nesting_depth
 from .core.errors import RequestLimitExceeded, TokenBudgetExceeded, UnencodableText, request_budget_exceeded
-from .core.schemas import ChoiceQuestion, DecisionRequest, render_text
 from .slicing import stable_pieces
 
 MAX_NESTING = 64  # objects and arrays in a state or a question's text, nested: deeper reads as noise, not a decision

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from decision_spec.gguf_metadata import ModelMetadata, read_decision_metadata
+from decision_spec.manifest import find_gguf, verify_model
 from decision_spec.memory import state_cache_bytes
 
 from .calibration import calibration_in_force
-from .core.gguf_metadata import ModelMetadata, read_decision_metadata
 from .core.settings import AdapterSettings, RuntimeSettings, adopt_answer_settings
 from .engine import DecisionEngine
 from .identity import build_identity
-from .manifest import find_gguf, verify_model
 from .prompting import debias_mode_served, debias_tolerance_served, make_scheme, state_boundary_served
 from .runtime import LlamaRuntime
 from .service import ModelService

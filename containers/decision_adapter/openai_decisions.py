@@ -16,9 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import openai_schemas as oa
-from .core.errors import InvalidRequest
-from .core.schemas import (
+from decision_spec.schemas import (
     AnswerExtensions,
     ChoiceAnswer,
     ChoiceQuestion,
@@ -30,6 +28,9 @@ from .core.schemas import (
     ScoreQuestion,
     Text,
 )
+
+from . import openai_schemas as oa
+from .core.errors import InvalidRequest
 from .outcomes import DecisionOutcome
 
 ROUTE = "/v1/decisions"

@@ -21,9 +21,8 @@ from decision_spec.contract import (
     MIN_CHOICE_OPTIONS,
     MIN_SCORE_LEVELS,
 )
+from decision_spec.schemas import AnswerExtensions, OutOfScope, RequestRun, SlotProbabilities, Timings
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictStr, Tag
-
-from .core.schemas import AnswerExtensions, OutOfScope, RequestRun, SlotProbabilities, Timings
 
 # the name FastAPI gives a request model's schema -> the name the OpenAPI document publishes
 PUBLISHED_SCHEMA_NAMES = {

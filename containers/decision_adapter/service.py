@@ -27,17 +27,17 @@ from typing import Any, TypeVar
 import anyio
 from decision_spec import events
 from decision_spec.contract import DEFAULT_MODEL_ALIAS
+from decision_spec.policy import Policy
+from decision_spec.schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
 
 from .admission import Lane
 from .core.caller_text import mark
 from .core.errors import AdapterError, ChatNotServed, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded, status_of
-from .core.schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
 from .core.settings import AdapterSettings
 from .deadline import Deadline
 from .engine import AnswerMemo, DecisionEngine
 from .limits import RequestLimits, TokenFloor, caller_text_of, state_key
 from .outcomes import Decided, DecisionOutcome
-from .policy import Policy
 from .request_log import log_rejection
 from .runtime import LlamaRuntime
 

@@ -8,10 +8,10 @@ import math
 import httpx
 import numpy as np
 import pytest
-from decision_adapter.core.question_types import options_of
-from decision_adapter.core.schemas import ChoiceQuestion
 from decision_adapter.prompting.generic import build_template, question_text
 from decision_spec import contract
+from decision_spec.question_types import options_of
+from decision_spec.schemas import ChoiceQuestion
 
 from tests.conftest import MODEL_DIR, MODEL_FILE
 

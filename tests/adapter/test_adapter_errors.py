@@ -13,10 +13,10 @@ import pytest
 from decision_adapter import error_bodies
 from decision_adapter.app import startup_failure
 from decision_adapter.core import errors
-from decision_adapter.core.gguf_metadata import UnsupportedDecisionScheme
-from decision_adapter.manifest import ChecksumMismatch, ModelNotFound
 from decision_adapter.prompting.systemone import TemplateNotSeparable
 from decision_spec import events
+from decision_spec.gguf_metadata import UnsupportedDecisionScheme
+from decision_spec.manifest import ChecksumMismatch, ModelNotFound
 
 from stacks.observability import OVERLOAD_PATTERN, action_pattern
 

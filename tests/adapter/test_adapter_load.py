@@ -25,9 +25,9 @@ import httpx
 import pytest
 from decision_adapter.admission import MAX_RETRY_AFTER_S, Lane, ServiceTime, retry_after_estimate
 from decision_adapter.core.errors import ChatNotServed, Overloaded, status_of
-from decision_adapter.core.schemas import ChatCompletionRequest, RunIdentity
 from decision_adapter.core.settings import AdapterSettings, runtime_from_env, threads_per_context
 from decision_adapter.service import ModelService
+from decision_spec.schemas import ChatCompletionRequest, RunIdentity
 
 from tests.app_support import AppServer, start_app
 from tests.conftest import require_model

@@ -23,10 +23,10 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import Calibration, read_manifest, write_manifest
-from decision_adapter.policy import Band, Provenance, seal, verdict
 from decision_spec import events
 from decision_spec.events import ACTION_COUNT_FIELDS
+from decision_spec.manifest import Calibration, read_manifest, write_manifest
+from decision_spec.policy import Band, Provenance, seal, verdict
 from decisionctl.certification import bands
 from decisionctl.commands import cli
 from decisionctl.commands.options import shipped

@@ -7,7 +7,8 @@ import json
 
 import pytest
 from decision_adapter.answers import decision_response
-from decision_adapter.core.schemas import (
+from decision_adapter.outcomes import DecisionOutcome, Scored
+from decision_spec.schemas import (
     CalibrationInForce,
     ChoiceAnswer,
     DecisionRequest,
@@ -16,7 +17,6 @@ from decision_adapter.core.schemas import (
     RequestRun,
     RunIdentity,
 )
-from decision_adapter.outcomes import DecisionOutcome, Scored
 from fastapi.responses import JSONResponse
 from jevcompat import mock, validate
 from jevcompat.client import Response, parse_json

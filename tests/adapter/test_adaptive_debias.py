@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 from decision_adapter.adaptive import reported
-from decision_adapter.policy import PolicyError, Provenance, seal
+from decision_spec.policy import PolicyError, Provenance, seal
 
 from tests.app_support import AppServer, start_app
 from tests.conftest import require_model

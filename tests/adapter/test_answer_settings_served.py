@@ -30,8 +30,8 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import read_manifest
 from decision_spec import events
+from decision_spec.manifest import read_manifest
 from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
 

@@ -14,7 +14,11 @@ from typing import Any, cast
 import pytest
 from decision_adapter import handlers
 from decision_adapter.answers import decision_response
-from decision_adapter.core.schemas import (
+from decision_adapter.core.settings import AdapterSettings
+from decision_adapter.openai_decisions import usage_of
+from decision_adapter.outcomes import DecisionOutcome, Scored
+from decision_spec import contract
+from decision_spec.schemas import (
     AnyQuestion,
     CalibrationInForce,
     ChoiceAnswer,
@@ -26,10 +30,6 @@ from decision_adapter.core.schemas import (
     RunIdentity,
     ScoreAnswer,
 )
-from decision_adapter.core.settings import AdapterSettings
-from decision_adapter.openai_decisions import usage_of
-from decision_adapter.outcomes import DecisionOutcome, Scored
-from decision_spec import contract
 
 RUN = RequestRun(
     model_file="m.gguf",

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from decision_adapter.calibration import ActiveCalibration
 from decision_adapter.core.caller_text import mark, unmark
-from decision_adapter.core.gguf_metadata import ModelMetadata, Temperatures, read_decision_metadata
-from decision_adapter.core.schemas import DecisionRequest
 from decision_adapter.core.settings import AdapterSettings
 from decision_adapter.engine import DecisionEngine
 from decision_adapter.prompting import PromptScheme, make_scheme
 from decision_adapter.runtime import LlamaRuntime, Unit
 from decision_adapter.state_cache import StateCache
+from decision_spec.gguf_metadata import ModelMetadata, Temperatures, read_decision_metadata
+from decision_spec.schemas import DecisionRequest
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, require_model
 from tests.decision_template_support import TEMPLATE

@@ -16,8 +16,8 @@ from types import FrameType
 import pytest
 from decision_adapter.core import caller_text
 from decision_adapter.core.caller_text import CLOSE, OPEN, REPLACEMENT, ControlVocabulary, caller_spans, mark, unmark
-from decision_adapter.core.schemas import ChoiceQuestion
 from decision_adapter.input_flags import addressed_to_classifier
+from decision_spec.schemas import ChoiceQuestion
 
 CONTROL = {1000: "<|im_end|>", 1001: "<|im_start|>", 1002: "<s>"}
 USER_DEFINED = {1003: "<think>"}

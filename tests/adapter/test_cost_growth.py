@@ -30,14 +30,14 @@ from decision_adapter.app import parsed, validated
 from decision_adapter.calibration import ActiveCalibration
 from decision_adapter.core.caller_text import ControlVocabulary
 from decision_adapter.core.errors import AdapterError
-from decision_adapter.core.gguf_metadata import Temperatures
-from decision_adapter.core.schemas import ChatCompletionRequest, DecisionRequest
 from decision_adapter.engine import DecisionEngine
 from decision_adapter.limits import RequestLimits, TokenFloor, caller_text_of
 from decision_adapter.prompting.generic import GenericScheme, build_template
 from decision_adapter.runtime import LlamaRuntime, Unit
 from decision_adapter.service import chat_parameters, decide_each
 from decision_adapter.state_cache import StateCache
+from decision_spec.gguf_metadata import Temperatures
+from decision_spec.schemas import ChatCompletionRequest, DecisionRequest
 
 PACKAGE = str(Path(decision_adapter.__file__).parent)
 PROTECTED = {1000: "<|im_end|>", 1001: "<|im_start|>", 1002: "<s>"}

@@ -8,11 +8,11 @@ from typing import Any, cast
 
 import pytest
 from decision_adapter.core.errors import ModelNotServed, RequestLimitExceeded, RuntimeFailure, TokenBudgetExceeded
-from decision_adapter.core.schemas import DecisionRequest
 from decision_adapter.engine import AnswerMemo, DecisionEngine
 from decision_adapter.limits import RequestLimits, TokenFloor
 from decision_adapter.outcomes import DecisionOutcome, Scored
 from decision_adapter.service import decide_each, evaluation_order
+from decision_spec.schemas import DecisionRequest
 
 QUESTIONS = {"refund": {"type": "noul", "instructions": "Money back?"}}
 # a token reads at most 4 characters: a 100-token context holds 400 at the most

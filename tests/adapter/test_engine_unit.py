@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from decision_adapter.calibration import ActiveCalibration
 from decision_adapter.core.errors import TokenBudgetExceeded
-from decision_adapter.core.gguf_metadata import Temperatures
-from decision_adapter.core.schemas import DecisionRequest
 from decision_adapter.engine import AnswerMemo, DecisionEngine
 from decision_adapter.prompting.generic import SYSTEM_PROMPT, GenericScheme, build_template
 from decision_adapter.runtime import LlamaRuntime
 from decision_adapter.state_cache import StateCache
 from decision_spec.contract import DebiasMode
+from decision_spec.gguf_metadata import Temperatures
+from decision_spec.schemas import DecisionRequest
 
 from tests.fake_runtime import OTHER_LOGIT, VOCAB, FakeRuntime, encode, slot_reader
 

@@ -8,8 +8,8 @@ import re
 from types import SimpleNamespace
 
 from decision_adapter import handlers
-from decision_adapter.core.schemas import ChoiceAnswer, NoulAnswer
 from decision_spec import events
+from decision_spec.schemas import ChoiceAnswer, NoulAnswer
 
 from stacks import decision_shift, observability
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 from decision_adapter.launcher import start_adapter
-from decision_adapter.manifest import calibration_sha256, read_manifest, write_manifest
-from decision_adapter.policy import Band, Certificate, Provenance, seal
+from decision_spec.manifest import calibration_sha256, read_manifest, write_manifest
+from decision_spec.policy import Band, Certificate, Provenance, seal
 
 from tests.conftest import copy_model, require_model
 

@@ -15,21 +15,21 @@ import gguf
 import httpx
 import numpy as np
 import pytest
-from decision_adapter.core.gguf_metadata import (
+from decision_adapter.core.settings import AdapterSettings
+from decision_adapter.prompting import make_scheme
+from decision_adapter.prompting.gguf import LevScheme, OpenJevScheme, anchored_chunks, combine_anchored
+from decision_adapter.prompting.systemone import TemplateNotSeparable
+from decision_spec import contract
+from decision_spec.gguf_metadata import (
     InvalidDecisionMetadata,
     ModelMetadata,
     UnsupportedDecisionScheme,
     bucket_of,
     read_decision_metadata,
 )
-from decision_adapter.core.question_types import options_of
-from decision_adapter.core.schemas import DecisionRequest
-from decision_adapter.core.settings import AdapterSettings
-from decision_adapter.manifest import Calibration, Manifest, sha256_file, write_manifest
-from decision_adapter.prompting import make_scheme
-from decision_adapter.prompting.gguf import LevScheme, OpenJevScheme, anchored_chunks, combine_anchored
-from decision_adapter.prompting.systemone import TemplateNotSeparable
-from decision_spec import contract
+from decision_spec.manifest import Calibration, Manifest, sha256_file, write_manifest
+from decision_spec.question_types import options_of
+from decision_spec.schemas import DecisionRequest
 from jevcompat import runner
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from decision_adapter.core.caller_text import CLOSE, mark, unmark
-from decision_adapter.core.question_types import options_of
-from decision_adapter.core.schemas import DecisionRequest
 from decision_adapter.prompting.boundary import DATAMARK, DATAMARKED, REMINDER, SANDWICHED, boundary_tag
 from decision_adapter.prompting.generic import SYSTEM_PROMPT, PromptTemplate, build_template, question_head
 from decision_spec.contract import STATE_BOUNDARIES
+from decision_spec.question_types import options_of
+from decision_spec.schemas import DecisionRequest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

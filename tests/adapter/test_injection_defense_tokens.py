@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from decision_adapter.core.caller_text import mark
-from decision_adapter.core.gguf_metadata import ModelMetadata
 from decision_adapter.core.settings import AdapterSettings
 from decision_adapter.prompting import make_scheme
 from decision_adapter.runtime import LlamaRuntime
 from decision_spec.contract import STATE_BOUNDARIES
+from decision_spec.gguf_metadata import ModelMetadata
 
 from tests.conftest import MODEL_DIR, MODEL_FILE, require_model
 

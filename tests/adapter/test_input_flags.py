@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import read_manifest, write_manifest
-from decision_adapter.policy import Band, Provenance, seal
 from decision_spec import events
+from decision_spec.manifest import read_manifest, write_manifest
+from decision_spec.policy import Band, Provenance, seal
 
 from tests.app_support import AppServer, start_app
 from tests.cdk_support import synthesize

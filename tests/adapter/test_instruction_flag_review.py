@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import read_manifest, write_manifest
-from decision_adapter.policy import Band, Provenance, seal
+from decision_spec.manifest import read_manifest, write_manifest
+from decision_spec.policy import Band, Provenance, seal
 
 from tests.conftest import AdapterProcess, copy_model, require_model, start_adapter
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import Calibration, read_manifest, write_manifest
+from decision_spec.manifest import Calibration, read_manifest, write_manifest
 
 from tests.app_support import app_server
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from decision_adapter.adaptive import reported, settled
 from decision_adapter.calibration import calibration_in_force
-from decision_adapter.core.gguf_metadata import Temperatures
-from decision_adapter.core.schemas import CalibrationInForce
-from decision_adapter.manifest import Calibration, read_manifest, write_manifest
+from decision_spec.gguf_metadata import Temperatures
+from decision_spec.manifest import Calibration, read_manifest, write_manifest
+from decision_spec.schemas import CalibrationInForce
 from pydantic import ValidationError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,9 +19,9 @@ import httpx
 import httpx2
 import openai
 import pytest
-from decision_adapter.manifest import read_manifest, write_manifest
-from decision_adapter.policy import Provenance, seal
 from decision_spec import events
+from decision_spec.manifest import read_manifest, write_manifest
+from decision_spec.policy import Provenance, seal
 from openai.types import Decision
 
 from tests.app_support import AppServer, start_app

@@ -9,8 +9,8 @@ import random
 from pathlib import Path
 
 import pytest
-from decision_adapter.manifest import Calibration, Manifest, calibration_sha256, read_manifest, write_manifest
-from decision_adapter.policy import Band, Certificate, Policy, PolicyError, Provenance, QuestionBand, seal, verdict
+from decision_spec.manifest import Calibration, Manifest, calibration_sha256, read_manifest, write_manifest
+from decision_spec.policy import Band, Certificate, Policy, PolicyError, Provenance, QuestionBand, seal, verdict
 from decisionctl.evaluation.cases import parse_case, prediction_from_response
 from pydantic import ValidationError
 
@@ -222,7 +222,7 @@ def test_out_of_scope_abstains_when_none_of_these_is_the_top_option() -> None:
 
 def test_the_served_value_is_the_confidence_evaluate_measures_thresholds_on() -> None:
     """The policy's confidence and evaluate's must be one number, or the served thresholds mean something else."""
-    from decision_adapter.policy import confidence_of
+    from decision_spec.policy import confidence_of
 
     rng = random.Random(7)
     noul = parse_case(1, {"id": "n", "state": "s", "question": {"type": "noul"}, "expected": True})

@@ -1,4 +1,4 @@
-"""Each question type defined once (decision_adapter.core.question_types): every type the contract names has its kind,
+"""Each question type defined once (decision_spec.question_types): every type the contract names has its kind,
 its kind names the request and answer models the schemas' unions hold, and the other modules read those names.
 
 No model is loaded: the answers, log lines and prompts a kind builds are checked on the real model in
@@ -15,19 +15,18 @@ from typing import Any, get_args
 import pytest
 from decision_adapter import handlers
 from decision_adapter import openai_schemas as oa
-from decision_adapter.core import schemas
-from decision_adapter.core.question_types import KINDS, kind_of, types_phrase
-from decision_adapter.manifest import Calibration
-from decision_adapter.policy import OptionMix, QuestionBand
-from decision_spec import contract
+from decision_spec import contract, schemas
+from decision_spec.manifest import Calibration
+from decision_spec.policy import OptionMix, QuestionBand
+from decision_spec.question_types import KINDS, kind_of, types_phrase
 from decisionctl.evaluation import cases
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "containers" / "decision_adapter"
 DEFINITIONS = {
-    "core/question_types.py",
+    "decision_spec/question_types.py",
     "decision_spec/contract.py",
-    "core/schemas.py",
+    "decision_spec/schemas.py",
 }  # where a type is defined, not read
 
 
@@ -142,6 +141,6 @@ def test_architecture_md_names_every_module_that_reads_one_pick() -> None:
         r"\.picked\(|\.pick\(|picked_probability|expected_index|picked_name|picked_index|final_option|"
         r"\bPICKS\b|PICKED_SHAPES|softmax"
     )
-    assert {"handlers.py", "policy.py", "engine.py"} <= readers
+    assert {"handlers.py", "decision_spec/policy.py", "engine.py"} <= readers
     assert {m for m in readers if f"`{m}`" not in named} == set()
     assert modules_named(named) <= modules_mentioning("") | DEFINITIONS  # none gone stale

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 from decision_adapter.core.settings import AdapterSettings, SettingsError, adopt_answer_settings, load_adapter_settings
-from decision_adapter.manifest import Manifest, read_manifest, write_manifest
-from decision_adapter.policy import Provenance, seal
 from decision_spec.answer_settings import REPORTED_AS, AnswerSettings, shown, variable
+from decision_spec.manifest import Manifest, read_manifest, write_manifest
+from decision_spec.policy import Provenance, seal
 from decisionctl.certification.policies import check_run_served
 from decisionctl.commands import cli
 from decisionctl.evaluation.cases import Prediction

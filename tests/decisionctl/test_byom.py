@@ -38,8 +38,8 @@ from typing import Any
 
 import pytest
 from decision_adapter.launcher import ROOT, AdapterProcess, free_port, wait_ready
-from decision_adapter.manifest import calibration_sha256, read_manifest
 from decision_spec import events
+from decision_spec.manifest import calibration_sha256, read_manifest
 from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from decision_adapter.launcher import start_adapter
-from decision_adapter.manifest import read_manifest
+from decision_spec.manifest import read_manifest
 from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from decision_adapter.manifest import Manifest
-from decision_adapter.policy import ACTIONS, content_version, verdict
+from decision_spec.manifest import Manifest
+from decision_spec.policy import ACTIONS, content_version, verdict
 from decisionctl.certification.policies import from_results
 
 from stacks.decision_shift import CertifiedShares

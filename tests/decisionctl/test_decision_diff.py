@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from decision_adapter.manifest import Calibration, Manifest, SlotPrior, calibration_sha256, write_manifest
-from decision_adapter.policy import Band, Certificate, Provenance, seal
 from decision_spec import contract
+from decision_spec.manifest import Calibration, Manifest, SlotPrior, calibration_sha256, write_manifest
+from decision_spec.policy import Band, Certificate, Provenance, seal
 from decisionctl.certification.bounds import upper_bound
 from decisionctl.commands import cli
 

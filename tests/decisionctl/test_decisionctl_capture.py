@@ -17,7 +17,7 @@ import boto3
 import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
-from decision_adapter.core.schemas import DecisionRequest, DecisionResponse
+from decision_spec.schemas import DecisionRequest, DecisionResponse
 from decisionctl.commands import cli
 from decisionctl.evaluation.cases import parse_case
 from decisionctl.traffic import band_check, capture, joins, shadow

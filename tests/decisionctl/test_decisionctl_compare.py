@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.policy import Band, Certificate, Provenance, QuestionBand, seal
+from decision_spec.policy import Band, Certificate, Provenance, QuestionBand, seal
 from decisionctl.commands import cli
 from decisionctl.evaluation.cases import Prediction
 from decisionctl.evaluation.comparison import CompareError, compare, load_run, mcnemar_p

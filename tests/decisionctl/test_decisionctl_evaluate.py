@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import Calibration, SlotPrior, read_manifest, write_manifest
+from decision_spec.manifest import Calibration, SlotPrior, read_manifest, write_manifest
 from decisionctl.commands import cli
 from decisionctl.evaluation import temperatures
 from decisionctl.evaluation.cases import Prediction

@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import Calibration, read_manifest, write_manifest
-from decision_adapter.policy import Band, Certificate, Provenance, seal
+from decision_spec.manifest import Calibration, read_manifest, write_manifest
+from decision_spec.policy import Band, Certificate, Provenance, seal
 from decisionctl.commands import cli
 from decisionctl.evaluation.cases import load_cases
 

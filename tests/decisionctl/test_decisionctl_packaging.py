@@ -1,4 +1,4 @@
-"""`decisionctl package-model`: checksum first, manifest via decision_adapter.manifest, a root-level model.tar.gz,
+"""`decisionctl package-model`: checksum first, manifest via decision_spec.manifest, a root-level model.tar.gz,
 idempotent re-runs, and S3 upload.
 
 Small files that start with the GGUF magic stand in for models where only bytes matter (checksums,
@@ -18,8 +18,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
-from decision_adapter.manifest import Calibration, read_manifest, write_manifest
 from decision_spec.evaluation_record import RECORD_SCHEMA
+from decision_spec.manifest import Calibration, read_manifest, write_manifest
 from decisionctl.commands import cli
 from decisionctl.release.packaging import package_model
 

@@ -11,9 +11,9 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
-from decision_adapter.policy import Verdict, seal, verdict
 from decision_spec.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
+from decision_spec.manifest import Calibration, Manifest, read_manifest, write_manifest
+from decision_spec.policy import Verdict, seal, verdict
 from decisionctl import tables
 from decisionctl.certification import bands
 from decisionctl.certification.policies import PolicyRefused, action_table, check_run_served, from_results

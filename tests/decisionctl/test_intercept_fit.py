@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from decision_adapter.manifest import Calibration, Manifest, read_manifest, write_manifest
+from decision_spec.manifest import Calibration, Manifest, read_manifest, write_manifest
 from decisionctl import tables
 from decisionctl.certification import manifests
 from decisionctl.certification.served_calibration import calibration_mismatch

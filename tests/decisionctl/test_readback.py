@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import get_args
 
 import pytest
-from decision_adapter.core import schemas
-from decision_adapter.core.question_types import KINDS
-from decision_spec import contract
+from decision_spec import contract, schemas
+from decision_spec.question_types import KINDS
 from decisionctl.readback import NOUL_OPTIONS, READBACKS, Readback, readback_of
 
 

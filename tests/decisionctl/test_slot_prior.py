@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 from decision_adapter.calibration import SlotPriorMismatch, checked_prior
-from decision_adapter.manifest import SlotPrior, read_manifest, write_manifest
+from decision_spec.manifest import SlotPrior, read_manifest, write_manifest
 from decisionctl.commands.cli import main as decisionctl
 
 from tests.app_support import AppServer, start_app

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.manifest import read_manifest
 from decision_spec.evaluation_record import EvaluationConfig
+from decision_spec.manifest import read_manifest
 from decisionctl.commands import cli, record_evaluation
 from decisionctl.evaluation.cases import QUESTION_ID
 from decisionctl.transport import Reply

@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.manifest import read_manifest, write_manifest
-from decision_adapter.policy import Band, CertifiedMix, OptionMix, Policy, Provenance, seal, verdict
 from decision_spec import events
+from decision_spec.manifest import read_manifest, write_manifest
+from decision_spec.policy import Band, CertifiedMix, OptionMix, Policy, Provenance, seal, verdict
 from decisionctl.certification import bands
 
 from app import build_app

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.core.gguf_metadata import ModelMetadata
 from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256
-from decision_adapter.manifest import read_manifest
+from decision_spec.gguf_metadata import ModelMetadata
+from decision_spec.manifest import read_manifest
 from decision_spec.memory import RUNTIME_OVERHEAD_MB, STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS, memory_needed_mb
 from decisionctl.commands import cli
 

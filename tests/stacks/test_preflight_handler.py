@@ -17,7 +17,7 @@ import boto3
 import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
-from decision_adapter.manifest import SCHEMA, Manifest
+from decision_spec.manifest import SCHEMA, Manifest
 from decision_spec.names import MANIFEST_NAME
 
 from stacks.preflight import manifest_key

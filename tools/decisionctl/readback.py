@@ -1,7 +1,7 @@
 """What decisionctl reads back per question type: a labeled case's options and expected answer, an answer's
 option names, probabilities by name, pick and table row, and the option a final (human) answer names.
 
-The server's side of a type (its options, answer, log fields, pick) is `decision_adapter.core.question_types`; this
+The server's side of a type (its options, answer, log fields, pick) is `decision_spec.question_types`; this
 side ships with the CLI only. A new type needs its `Readback` here, listed in `READBACKS`
 (tests/decisionctl/test_readback.py fails until it is).
 """
@@ -12,10 +12,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final, Generic, TypeVar
 
-from decision_adapter.core.question_types import kind_of
-from decision_adapter.core.schemas import AnswerExtensions, ChoiceAnswer, NoulAnswer, ScoreAnswer
 from decision_spec import contract
 from decision_spec.contract import QuestionType
+from decision_spec.question_types import kind_of
+from decision_spec.schemas import AnswerExtensions, ChoiceAnswer, NoulAnswer, ScoreAnswer
 
 NOUL_OPTIONS: Final = ("yes", "no")  # a noul question's options as labeled cases and tables name them
 

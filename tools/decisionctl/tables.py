@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from decision_adapter.core.schemas import DecisionResponse
+from decision_spec.schemas import DecisionResponse
 
 from decisionctl.readback import readback_of
 

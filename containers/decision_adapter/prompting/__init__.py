@@ -7,8 +7,8 @@ template in systemone.py), else this project's generic prompt in the model's cha
 from __future__ import annotations
 
 from decision_spec.contract import DebiasMode, StateBoundary
+from decision_spec.gguf_metadata import DecisionMetadata, ModelMetadata
 
-from ..core.gguf_metadata import DecisionMetadata, ModelMetadata
 from ..core.settings import AdapterSettings
 from .base import PassSpec, PromptScheme
 from .generic import GenericScheme, build_template

@@ -11,9 +11,9 @@ from typing import Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 from decision_spec.contract import SINGLE_LABEL_MAX
+from decision_spec.gguf_metadata import Temperatures
+from decision_spec.schemas import AnyQuestion, Option, Text
 
-from ..core.gguf_metadata import Temperatures
-from ..core.schemas import AnyQuestion, Option, Text
 from .sandbox import Tokenize
 
 Code = tuple[str, ...]  # a label as pieces that are each one token: ("B",) or the two-letter ("A", "C")

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from decision_spec.contract import DebiasMode, StateBoundary
+from decision_spec.question_types import kind_of
+from decision_spec.schemas import AnyQuestion, Option, Text, render_text
 
-from ..core.question_types import kind_of
-from ..core.schemas import AnyQuestion, Option, Text, render_text
 from ..core.signals import option_orders
 from .base import OUT_OF_SCOPE, PassSpec, combine_passes, labels
 from .boundary import state_block, system_line

@@ -26,9 +26,9 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 from decision_spec.contract import MAX_CHOICE_OPTIONS
+from decision_spec.gguf_metadata import TEMPLATE_KEY, DecisionMetadata, InvalidDecisionMetadata, Temperatures
+from decision_spec.schemas import AnyQuestion, ChoiceQuestion, Option, Text
 
-from ..core.gguf_metadata import TEMPLATE_KEY, DecisionMetadata, InvalidDecisionMetadata, Temperatures
-from ..core.schemas import AnyQuestion, ChoiceQuestion, Option, Text
 from .base import Code, PassSpec, PromptScheme, combine_passes, labels, leading_single_tokens
 from .sandbox import Tokenize
 from .systemone import QuestionView, SystemOneTemplate

@@ -23,11 +23,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from decision_spec.gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata
+from decision_spec.schemas import Text
 from jinja2 import TemplateError
 
 from ..core.errors import RuntimeFailure
-from ..core.gguf_metadata import TEMPLATE_KEY, InvalidDecisionMetadata
-from ..core.schemas import Text
 from .sandbox import Tokenize, sandbox, to_json
 
 _STABLE_CUT_TRIES = (8, 32)  # newline cuts, then character cuts, tried before giving up on a prefix

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from decision_adapter.core.schemas import Question
 from decision_spec.contract import options_hash
+from decision_spec.schemas import Question
 from pydantic import TypeAdapter
 
 from decisionctl.certification import bounds

@@ -9,8 +9,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.manifest import Calibration, Manifest, SlotPrior, read_manifest, write_manifest
-from decision_adapter.policy import POLICY_SCHEMA, Policy
+from decision_spec.manifest import Calibration, Manifest, SlotPrior, read_manifest, write_manifest
+from decision_spec.policy import POLICY_SCHEMA, Policy
 
 from decisionctl.certification import policies
 from decisionctl.certification.served_calibration import calibration_mismatch

@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from decision_adapter.manifest import Manifest
-from decision_adapter.policy import (
+from decision_spec.answer_settings import AnswerSettings, contradictions, run_answer_settings
+from decision_spec.contract import DEFAULT_REVIEW_INPUT_FLAGS
+from decision_spec.manifest import Manifest
+from decision_spec.policy import (
     ACTIONS,
     Band,
     Certificate,
@@ -27,8 +29,6 @@ from decision_adapter.policy import (
     seal,
     verdict,
 )
-from decision_spec.answer_settings import AnswerSettings, contradictions, run_answer_settings
-from decision_spec.contract import DEFAULT_REVIEW_INPUT_FLAGS
 
 from decisionctl.certification.served_calibration import calibration_mismatch
 from decisionctl.evaluation import metrics

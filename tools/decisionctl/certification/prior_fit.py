@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from decision_adapter.manifest import read_manifest
+from decision_spec.manifest import read_manifest
 
 from decisionctl.certification import manifests
 from decisionctl.evaluation.slot_prior import FitError, choice_items, fit_prior, to_slot_prior

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.manifest import sha256_file
+from decision_spec.manifest import sha256_file
 
 from decisionctl import plots, tables
 from decisionctl.certification import bands

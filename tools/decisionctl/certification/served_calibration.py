@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from decision_adapter.manifest import Calibration, Manifest
+from decision_spec.manifest import Calibration, Manifest
 
 PRIOR_DIGITS = 6  # x_run reports the prior rounded so (decision_adapter.calibration)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from decision_adapter.manifest import ChecksumMismatch
+from decision_spec.manifest import ChecksumMismatch
 
 from decisionctl.commands.options import say
 from decisionctl.exit_codes import EXIT_FAILED

@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.gguf_metadata import Temperatures
-from decision_adapter.core.question_types import kind_of, types_phrase
-from decision_adapter.core.schemas import DecisionResponse, RunIdentity
 from decision_spec import contract
+from decision_spec.gguf_metadata import Temperatures
+from decision_spec.question_types import kind_of, types_phrase
+from decision_spec.schemas import DecisionResponse, RunIdentity
 from pydantic import ValidationError
 
 from decisionctl.readback import readback_of

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.schemas import RequestRun
+from decision_spec.schemas import RequestRun
 from pydantic import ValidationError
 from tqdm import tqdm
 

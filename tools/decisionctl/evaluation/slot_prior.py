@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.manifest import SlotPrior, sha256_file
 from decision_spec.contract import DEFAULT_MODEL_ALIAS, SINGLE_LABEL_MAX
+from decision_spec.manifest import SlotPrior, sha256_file
 
 from decisionctl.transport import RetryPolicy, Sender, send_with_retries
 

@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from decision_adapter.manifest import Calibration
+from decision_spec.manifest import Calibration
 
 from decisionctl.evaluation import intercepts, metrics
 from decisionctl.evaluation.cases import Prediction, reanswered

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from decision_adapter.core.gguf_metadata import ModelMetadata
+from decision_spec.gguf_metadata import ModelMetadata
 
 # the metadata keys the footprint reads; the tokenizer's arrays (most of the header) are not converted
 _SHAPE_KEYS = ("general.architecture", "general.name")

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from decision_adapter.manifest import (
+from decision_spec.answer_settings import AnswerSettings, contradictions, shown
+from decision_spec.evaluation_record import RECORD_NAME, parse_record
+from decision_spec.manifest import (
     SCHEMA,
     ChecksumMismatch,
     Manifest,
@@ -31,10 +33,8 @@ from decision_adapter.manifest import (
     sha256_file,
     write_manifest,
 )
-from decision_adapter.policy import Policy
-from decision_spec.answer_settings import AnswerSettings, contradictions, shown
-from decision_spec.evaluation_record import RECORD_NAME, parse_record
 from decision_spec.names import MANIFEST_NAME
+from decision_spec.policy import Policy
 from pydantic import ValidationError
 from tqdm import tqdm
 

@@ -16,10 +16,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.manifest import Manifest
-from decision_adapter.policy import ACTIONS, Policy, verdict
 from decision_spec.answer_settings import AnswerSettings, contradictions, merged, run_answer_settings
 from decision_spec.evaluation_record import RECORD_SCHEMA, parse_record
+from decision_spec.manifest import Manifest
+from decision_spec.policy import ACTIONS, Policy, verdict
 
 from decisionctl.certification.bounds import upper_bound
 from decisionctl.certification.policies import PolicyRefused, check_run_served

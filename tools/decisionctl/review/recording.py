@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from decision_adapter.manifest import Manifest
 from decision_spec.evaluation_record import RECORD_NAME
+from decision_spec.manifest import Manifest
 from decision_spec.names import MANIFEST_NAME
 
 from decisionctl.certification.bands import question_keys

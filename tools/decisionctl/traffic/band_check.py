@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from decision_adapter.policy import Band, Policy, verdict
+from decision_spec.policy import Band, Policy, verdict
 
 from decisionctl.traffic.joins import Joined, probabilities
 

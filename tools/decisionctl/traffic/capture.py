@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.schemas import Answer, DecisionResponse, RequestRun
+from decision_spec.schemas import Answer, DecisionResponse, RequestRun
 from pydantic import ValidationError
 from tqdm import tqdm
 

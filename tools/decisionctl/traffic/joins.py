@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.core.schemas import Answer
+from decision_spec.schemas import Answer
 
 from decisionctl.evaluation.cases import (
     IDENTITY,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from decision_adapter.policy import Policy
+from decision_spec.policy import Policy
 
 from decisionctl.traffic import band_check, joins
 from decisionctl.traffic.capture import CaptureRead

@@ -15,12 +15,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final, Generic, TypeVar
 
-import numpy as np
-from decision_spec import contract
-from decision_spec.contract import QUESTION_TYPES, SHAPE_OF_TYPE, AnswerShape, QuestionType
 from pydantic import BaseModel
 
-from .schemas import (
+from decision_spec import contract
+from decision_spec.contract import QUESTION_TYPES, SHAPE_OF_TYPE, AnswerShape, QuestionType
+from decision_spec.schemas import (
     AnswerExtensions,
     AnyQuestion,
     ChoiceAnswer,
@@ -60,10 +59,6 @@ class QuestionKind(ABC, Generic[Q, A]):
     def log_fields(self, answer: A) -> dict[str, Any]:
         """What the decision log line says of the answer, after its id, type, margin and options hash."""
 
-    def picked_probability(self, probs: Sequence[float]) -> float:
-        """The value a policy's thresholds apply to: the probability of the option the answer picks."""
-        return max(probs)
-
     def pick(self, probs: Sequence[float]) -> int:
         """The option a probability vector picks: the most probable (the first of equals)."""
         return contract.score_mode(probs)
@@ -102,9 +97,6 @@ class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
     def log_fields(self, answer: NoulAnswer) -> dict[str, Any]:
         return {"noul": round(answer.noul, 4)}
 
-    def picked_probability(self, probs: Sequence[float]) -> float:
-        return max(probs[0], 1.0 - probs[0])
-
     def pick(self, probs: Sequence[float]) -> int:
         return 0 if probs[0] >= 0.5 else 1
 
@@ -140,7 +132,7 @@ class ChoiceKind(_Distributed[ChoiceQuestion, ChoiceAnswer]):
         self, question: ChoiceQuestion, keys: list[str], probs: list[float], extensions: dict[str, Any]
     ) -> ChoiceAnswer:
         return ChoiceAnswer(
-            choice=keys[int(np.argmax(probs))],
+            choice=keys[self.pick(probs)],
             probabilities=dict(zip(keys, probs, strict=True)),
             confidence=contract.choice_confidence(probs),
             **extensions,

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from decision_spec.contract import (
     DEFAULT_REVIEW_INPUT_FLAGS,
     TOLERANCE,
@@ -34,10 +36,8 @@ from decision_spec.contract import (
     QuestionType,
     Reason,
     StateBoundary,
+    picked_probability,
 )
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from .core.question_types import kind_of
 
 POLICY_SCHEMA: Final = "decision-policy/2"
 PolicySchema = Literal["decision-policy/1", "decision-policy/2"]  # /1: bands without certificates
@@ -335,7 +335,7 @@ def seal(
 
 def confidence_of(qtype: str, probs: Sequence[float]) -> float:
     """The value thresholds apply to: the probability of the option the answer picks (see the module doc)."""
-    return kind_of(qtype).picked_probability(probs)
+    return picked_probability(qtype, probs)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+
 from decision_spec.contract import (
     DEFAULT_MODEL_ALIAS,
     MAX_CHOICE_OPTIONS,
@@ -23,7 +25,6 @@ from decision_spec.contract import (
     Reason,
     StateBoundary,
 )
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 # Text the caller may send wherever the contract says "description": a string, an object or an array.
 Text = str | dict[str, Any] | list[Any]

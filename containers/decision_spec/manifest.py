@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from decision_spec.answer_settings import AnswerSettings, merged, reported
 from decision_spec.contract import MAX_INTERCEPT, QuestionType
 from decision_spec.names import MANIFEST_NAME
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from .policy import Policy, canonical_sha256
+from decision_spec.policy import Policy, canonical_sha256
 
 SCHEMA = "decision-model-manifest/1"
 _CHUNK = 8 * 1024 * 1024
