@@ -76,19 +76,6 @@ Hosting = Annotated[InstancesHosting | ComponentsHosting | ServerlessHosting, Fi
 DEFAULT_HOSTING = InstancesHosting(mode="instances")
 
 
-def memory_needed_mb(
-    footprint: ModelFootprint, *, ctx_size: int, contexts: int, state_cache_mb: int | None = None
-) -> int:
-    """The adapter's resident memory, MB (decision_spec.memory.memory_needed_mb of the footprint)."""
-    return model_memory.memory_needed_mb(
-        footprint.gguf_bytes,
-        footprint.kv_bytes_per_token,
-        ctx_size=ctx_size,
-        contexts=contexts,
-        state_cache_mb=state_cache_mb,
-    )
-
-
 def serverless_memory_mb(
     hosting: ServerlessHosting,
     footprint: ModelFootprint | None,
@@ -245,5 +232,11 @@ def hosted_memory_mb(
         )
     if isinstance(hosting, ComponentsHosting):
         assert footprint is not None
-        return memory_needed_mb(footprint, ctx_size=ctx_size, contexts=contexts, state_cache_mb=state_cache_mb)
+        return model_memory.memory_needed_mb(
+            footprint.gguf_bytes,
+            footprint.kv_bytes_per_token,
+            ctx_size=ctx_size,
+            contexts=contexts,
+            state_cache_mb=state_cache_mb,
+        )
     return None

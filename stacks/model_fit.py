@@ -5,12 +5,18 @@ memory the model, its decision contexts, the state cache and the runtime need (s
 from __future__ import annotations
 
 from decision_spec.instance_types import is_gpu_instance
-from decision_spec.memory import RUNTIME_OVERHEAD_MB, ModelFootprint, gpu_memory_needed_mb, needed_parts
+from decision_spec.memory import (
+    RUNTIME_OVERHEAD_MB,
+    ModelFootprint,
+    gpu_memory_needed_mb,
+    memory_needed_mb,
+    needed_parts,
+)
 
 from stacks.config import ConfigError, EnvironmentConfig
 from stacks.endpoint_config import CpuEndpoint, GpuEndpoint
 from stacks.evaluation_config import Binding
-from stacks.hosting import ServerlessHosting, memory_needed_mb
+from stacks.hosting import ServerlessHosting
 from stacks.instance_memory import HOST_RESERVED_MB, memory_of, smallest_fitting
 
 
@@ -57,7 +63,9 @@ def section_problems(key: str, settings: CpuEndpoint | GpuEndpoint, footprint: M
         return []  # sized from the footprint at validation (stacks/hosting.py)
     cache_mb = settings.adapter.state_cache_mb if settings.adapter is not None else None
     contexts, ctx = settings.max_concurrency, settings.ctx_size
-    needed = memory_needed_mb(footprint, ctx_size=ctx, contexts=contexts, state_cache_mb=cache_mb)
+    needed = memory_needed_mb(
+        footprint.gguf_bytes, footprint.kv_bytes_per_token, ctx_size=ctx, contexts=contexts, state_cache_mb=cache_mb
+    )
     parts = needed_parts(
         footprint.gguf_bytes, footprint.kv_bytes_per_token, ctx_size=ctx, contexts=contexts, state_cache_mb=cache_mb
     )

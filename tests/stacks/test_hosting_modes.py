@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
+from decision_spec.memory import memory_needed_mb
 
 from stacks.config import ConfigError, load_environment
-from stacks.hosting import ServerlessHosting, memory_needed_mb, serverless_memory_mb
+from stacks.hosting import ServerlessHosting, serverless_memory_mb
 from tests.cdk_support import (
     BATCH,
     HOSTING_VARIANTS,
@@ -77,7 +78,10 @@ def test_the_component_serves_the_model_with_its_copies_memory_and_cores() -> No
     synth = synthesize("dev-components")
     cpu = synth.config.decision_endpoints["cpu"]
     assert synth.config.model.footprint is not None
-    memory = memory_needed_mb(synth.config.model.footprint, ctx_size=cpu.ctx_size, contexts=cpu.max_concurrency)
+    footprint = synth.config.model.footprint
+    memory = memory_needed_mb(
+        footprint.gguf_bytes, footprint.kv_bytes_per_token, ctx_size=cpu.ctx_size, contexts=cpu.max_concurrency
+    )
     (model_id,) = synth.resources("Serving", "AWS::SageMaker::Model")
     synth.template("Serving").has_resource_properties(
         "AWS::SageMaker::InferenceComponent",

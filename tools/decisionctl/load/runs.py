@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from decision_spec.instance_types import is_gpu_instance
+
 from decisionctl import plots
 from decisionctl.load.closed_loop import (
     PAUSE_CAP_S,
@@ -213,10 +215,8 @@ class Recommendation:
     def section(self) -> str:
         if not self.instance_type:
             return "<cpu|gpu>"
-        family = self.instance_type.split(".")[1] if self.instance_type.count(".") >= 2 else self.instance_type
-        return (
-            "gpu" if family[:1] in ("g", "p") else "cpu"
-        )  # as containers/decision_spec/instance_types.py's is_gpu_instance
+        named = self.instance_type if self.instance_type.startswith("ml.") else f"ml.{self.instance_type}"
+        return "gpu" if is_gpu_instance(named) else "cpu"
 
     @property
     def config_key(self) -> str:
