@@ -127,5 +127,5 @@ def served_answer_settings(
 
 
 def cache_budget(settings: AdapterSettings, gguf: ModelMetadata, *, n_ctx: int) -> int:
-    """DECISION_STATE_CACHE_MB, else a few full contexts' worth of KV state, capped (kv_memory.state_cache_bytes)."""
+    """DECISION_STATE_CACHE_MB, else a few full contexts' worth of KV state, capped (memory.state_cache_bytes)."""
     return state_cache_bytes(settings.state_cache_mb, gguf.kv_bytes_per_token(), n_ctx=n_ctx)

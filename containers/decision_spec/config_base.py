@@ -1,6 +1,6 @@
 """The base of every cdk.json section's model, frozen, strict and with no key the schema does not name: one
-definition that the stacks' config classes and the sections decisionctl reads (evaluation_record, load/model_memory)
-share, since decisionctl imports no stacks module."""
+definition that the stacks' config classes and the sections decisionctl reads too (evaluation_record.py, memory.py)
+share."""
 
 from __future__ import annotations
 

@@ -121,7 +121,7 @@ class ModelMetadata:
         )
 
     def kv_bytes_per_token(self) -> int:
-        """K and V in f16 for every layer: what one token of evaluated state holds (kv_memory.kv_bytes_per_token)."""
+        """K and V in f16 for every layer: what one token of evaluated state holds (memory.kv_bytes_per_token)."""
         head_dim = self.embedding_length // max(1, self.head_count)
         return kv_bytes_per_token(
             block_count=self.block_count,

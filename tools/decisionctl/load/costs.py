@@ -267,7 +267,7 @@ def recommend(rows: Sequence[Row], section: str) -> Row:
 
 def sections_of(environment: Mapping[str, Any]) -> list[CostedSection]:
     """The decision sections of one cdk.json environment (its raw context), as costing reads them: the serverless
-    memory as synth would size it (load/model_memory.py, as stacks/hosting.py does), or why a section cannot be
+    memory as synth would size it (decision_spec/memory.py, as stacks/hosting.py does), or why a section cannot be
     serverless."""
     found = []
     footprint = (environment.get("model") or {}).get("footprint")
