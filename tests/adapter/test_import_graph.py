@@ -207,6 +207,6 @@ def test_the_adapters_ground_floor_imports_no_web_framework() -> None:
 def test_decisionctl_reaches_the_adapter_only_for_the_intercept_arithmetic() -> None:
     """decisionctl reads models, kinds, manifests and policies from decision_spec; of the adapter it imports one
     module, core/signals.py (shift_log_odds in numpy, the intercept as the engine applies it). Before issue 47 it
-    imported nine adapter modules (48 import statements)."""
+    imported ten adapter modules (48 import statements)."""
     reached = {d for m, deps in GRAPH.items() if m.startswith("decisionctl.") for d in deps}
     assert {d for d in reached if d.startswith("decision_adapter")} == {"decision_adapter.core.signals"}
