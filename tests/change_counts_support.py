@@ -25,16 +25,20 @@ def scratch(into: Path) -> Path:
     return into
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """The environment a process in `tree` runs with: the tree's own packages first on the path."""
+    paths = [tree / "containers", tree / "tools", tree, tree / "clients" / "python"]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths)), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def failing(tree: Path, tests: list[str]) -> list[str]:
     """The node ids of `tests` that fail in `tree`, its packages imported from the tree itself (ahead of the
     checkout's editable install on the path)."""
-    paths = [tree / "containers", tree / "tools", tree, tree / "clients" / "python"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths)), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
         check=False,
         cwd=tree,
-        env=env,
+        env=tree_env(tree),
         capture_output=True,
         text=True,
         timeout=600,

@@ -3,14 +3,13 @@ copy of the committed tree, the structural checks run after each step (tests/cha
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.change_counts_support import NEW_COMMAND_CHECKS, failing, new_command_steps, scratch
+from tests.change_counts_support import NEW_COMMAND_CHECKS, failing, new_command_steps, scratch, tree_env
 
 pytestmark = pytest.mark.slow  # four pytest runs in a scratch tree, about 30 s
 
@@ -30,13 +29,11 @@ def test_a_new_cli_command_is_three_code_files_and_two_places_in_the_docs(tmp_pa
     ]
     docs[1](tree)  # its row in cli.md's table and its section
     assert failing(tree, NEW_COMMAND_CHECKS) == []
-    paths = [tree / "containers", tree / "tools", tree, tree / "clients" / "python"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
     ran = subprocess.run(
         [sys.executable, "-m", "decisionctl.commands.cli", "case-mix", "evaluation/decider/fit.jsonl"],
         check=False,
         cwd=tree,
-        env=env,
+        env=tree_env(tree),
         capture_output=True,
         text=True,
         timeout=120,
