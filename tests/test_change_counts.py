@@ -11,7 +11,7 @@ import pytest
 
 from tests.change_counts_support import NEW_COMMAND_CHECKS, failing, new_command_steps, scratch, tree_env
 
-pytestmark = pytest.mark.slow  # four pytest runs in a scratch tree, about 30 s
+pytestmark = pytest.mark.slow  # four pytest runs in a scratch tree, 30 to 45 s
 
 
 def test_a_new_cli_command_is_three_code_files_and_two_places_in_the_docs(tmp_path: Path) -> None:
