@@ -138,8 +138,6 @@ def debias_mode(raw: str | bool) -> DebiasMode:
 
 def picked_probability(qtype: str, probs: Sequence[float]) -> float:
     """The value a policy's thresholds apply to: the probability of the option an answer picks. Every answer shape
-    today is categorical (SHAPE_OF_TYPE), whose pick is its most probable option; a new shape says its own here."""
-    shape = SHAPE_OF_TYPE[qtype]
-    if shape == "categorical":
-        return max(probs)
-    raise ValueError(f"no picked probability for the {shape} answer shape")
+    (SHAPE_OF_TYPE) is categorical, whose pick is its most probable option; a new shape says its own here."""
+    assert SHAPE_OF_TYPE[qtype] == "categorical"
+    return max(probs)

@@ -99,18 +99,10 @@ def evaluated(proxy: CountingProxy, tmp_path_factory: pytest.TempPathFactory) ->
     """Start evaluate in a process, SIGKILL it after a few cases are scored, then re-run it to completion."""
     out = tmp_path_factory.mktemp("evaluate") / "run"
     predictions = out / "predictions.jsonl"
+    argv = [sys.executable, "-m", "decisionctl.commands.cli", "evaluate", str(EXAMPLES), "--url", proxy.url]
+    argv += ["--out", str(out)]  # the same command twice: killed part-way, then resumed
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "decisionctl.commands.cli",
-            "evaluate",
-            str(EXAMPLES),
-            "--url",
-            proxy.url,
-            "--out",
-            str(out),
-        ],
+        argv,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -128,17 +120,7 @@ def evaluated(proxy: CountingProxy, tmp_path_factory: pytest.TempPathFactory) ->
     sent_first = proxy.count()
     time.sleep(0.5)  # let the proxy finish the request the killed client left in flight
     proc2 = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "decisionctl.commands.cli",
-            "evaluate",
-            str(EXAMPLES),
-            "--url",
-            proxy.url,
-            "--out",
-            str(out),
-        ],
+        argv,
         capture_output=True,
         text=True,
         timeout=1200,
