@@ -65,6 +65,13 @@ def ticket(i: int) -> str:
 
 
 async def test_a_body_cut_at_its_deadline_keeps_its_answers_and_names_the_rest(client: httpx.AsyncClient) -> None:
+    # record 0's state is prefilled once before the body (the state cache keeps it), so the body's first record
+    # costs its questions only and finishes well inside the deadline even on a loaded machine; the 19 after it are
+    # distinct states that cannot all finish in 3 s
+    t0 = time.perf_counter()
+    warm = await client.post("/v1/systemone", json={"state": ticket(0), "questions": {"urgent": NOUL, "team": CHOICE}})
+    warm_took = time.perf_counter() - t0
+    assert warm.status_code == 200, warm.text
     body = "\n".join(record(i, ticket(i)) for i in range(20)).encode()
     pings: list[float] = []
     done = asyncio.Event()
@@ -96,7 +103,7 @@ async def test_a_body_cut_at_its_deadline_keeps_its_answers_and_names_the_rest(c
     assert [line["id"] for line in lines] == [f"r{i}" for i in range(20)]  # one line per record, in order
     answered = [line["id"] for line in lines if "answers" in line]
     cut = [line for line in lines if "error" in line]
-    assert answered and cut, (answered, len(cut))  # some finished, the rest named
+    assert answered and cut, (answered, len(cut), f"record 0's state alone took {warm_took:.2f} s")  # some kept
     assert all(c["error"]["error_type"] == "deadline_exceeded" and c["error"]["status"] == 504 for c in cut)
     assert all(set(line["answers"]) == {"urgent", "team"} for line in lines if "answers" in line)  # whole answers
     assert took < TIMEOUT_S + 2.0, took  # stopped at its deadline, within one unit of work
