@@ -19,7 +19,7 @@ alarm reads at most 10 metrics; both are checked when the configuration is read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Literal
+from typing import Annotated
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -27,7 +27,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 from decision_spec import events
 from decision_spec.config_base import FrozenConfig
-from decision_spec.contract import SHAPE_OF_TYPE, QuestionType
+from decision_spec.contract import SHAPE_OF_TYPE
+from decision_spec.policy import CertifiedMix
 from pydantic import Field, model_validator
 
 MAX_ALARM_METRICS = 10  # a metric math alarm reads at most 10 metrics (CloudWatch's hard limit)
@@ -44,42 +45,12 @@ ACTION_METRICS: dict[str, str] = {
 PICKED_SHAPES = ("categorical",)
 
 Hex16 = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
-Share = Annotated[float, Field(ge=0.0, le=1.0)]
-
-
-class OptionShares(FrozenConfig):
-    """One question's option mix on the certifying cases (decision_spec.policy.OptionMix)."""
-
-    type: QuestionType
-    cases: int = Field(ge=1)
-    options: tuple[str, ...] = Field(min_length=2)
-    shares: tuple[Share, ...]
-
-    @model_validator(mode="after")
-    def _one_share_per_option(self) -> OptionShares:
-        if len(self.shares) != len(self.options):
-            raise ValueError(f"{len(self.shares)} shares for {len(self.options)} options")
-        return self
-
-
-class CertifiedShares(FrozenConfig):
-    """The policy's `certified_mix` block (decision_spec.policy.CertifiedMix), as cdk.json holds it."""
-
-    cases: int = Field(ge=1)
-    actions: dict[Literal["automate", "review", "abstain"], Share]
-    questions: dict[Hex16, OptionShares] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _every_action(self) -> CertifiedShares:
-        if set(self.actions) != set(events.ACTION_COUNT_FIELDS) or abs(sum(self.actions.values()) - 1.0) > 1e-6:
-            raise ValueError(f"actions must give a share to each of {list(events.ACTION_COUNT_FIELDS)}, summing to 1")
-        return self
 
 
 class DecisionShift(FrozenConfig):
     enabled: bool
     policy_version: Hex16 = Field(description="The served policy's version (x_run.policy) the alarms watch.")
-    certified: CertifiedShares = Field(description="Copied from that policy's certified_mix.")
+    certified: CertifiedMix = Field(description="Copied from that policy's certified_mix (its own model, one home).")
     routing_questions: tuple[Hex16, ...] = Field(
         default=(), description="x_options_sha256 of the questions whose option mix is alarmed on."
     )
@@ -122,7 +93,7 @@ def decision_pattern(field: str, at_least: int = 0) -> str:
     return f'{{ $.event = "{events.DECISION}" && $.{field} >= {at_least} }}'
 
 
-def action_shift_expression(certified: CertifiedShares, min_answers: int) -> str:
+def action_shift_expression(certified: CertifiedMix, min_answers: int) -> str:
     """The largest distance, in percentage points, of an action's share from its certified share."""
     answers = " + ".join(events.ACTION_COUNT_FIELDS)
     terms = [f"ABS(100 * {a} / ({answers}) - {100 * certified.actions[a]:g})" for a in events.ACTION_COUNT_FIELDS]

@@ -4,13 +4,14 @@ test_decisionctl_policy.py)."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
 
 from decision_spec.manifest import Manifest
 from decision_spec.policy import ACTIONS, content_version, verdict
 from decisionctl.certification.policies import from_results
 
-from stacks.decision_shift import CertifiedShares
+from stacks.decision_shift import DecisionShift
 from tests.policy_support import MODEL, keys_of, predictions, results_for, served
 
 
@@ -38,9 +39,10 @@ def test_the_policy_records_the_action_shares_its_bands_give_the_cases_and_each_
         )
         expected = [sum(p.predicted_index == i for p in members) / len(members) for i in range(len(members[0].options))]
         assert option_mix.shares == expected
-    # the stack's decision_shift.certified is this block, copied as it is
-    shares = CertifiedShares.model_validate_json(mix.model_dump_json())
-    assert shares.actions == mix.actions and set(shares.questions) == set(mix.questions)
+    # the stack's decision_shift.certified is this block, copied from the manifest's JSON as it is (one model)
+    section = {"enabled": True, "policy_version": policy.version, "certified": json.loads(mix.model_dump_json())}
+    shift = DecisionShift.model_validate({**section, "action_band_points": 10.0, "option_band_points": 10.0})
+    assert shift.certified == mix
 
 
 def test_a_policy_without_a_mix_keeps_the_version_it_had_before_mixes_were_recorded() -> None:

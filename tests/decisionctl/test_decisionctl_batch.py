@@ -221,7 +221,7 @@ def peak_memory_of_a_run(tmp_path: Path, records: int) -> int:
     def adapter(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=answer_lines(request.content))
 
-    client = jobs.JsonLinesClient("http://adapter", transport=httpx.MockTransport(adapter))
+    client = jobs.JsonLinesSender.to_url("http://adapter", transport=httpx.MockTransport(adapter))
     tracemalloc.start()
     try:
         summary = jobs.run_url(
@@ -258,7 +258,7 @@ def stand_in(calls: list[bytes], *, overloaded_first: bool = False, bad_ids: fro
             return httpx.Response(429, headers={"Retry-After": "0"}, json={"detail": {"error_type": "overloaded"}})
         return httpx.Response(200, content=answer_lines(request.content, bad_ids=bad_ids))
 
-    return jobs.JsonLinesClient("http://adapter", transport=httpx.MockTransport(handle))
+    return jobs.JsonLinesSender.to_url("http://adapter", transport=httpx.MockTransport(handle))
 
 
 def test_url_mode_answers_every_record_and_writes_an_evaluate_run(tmp_path: Path) -> None:

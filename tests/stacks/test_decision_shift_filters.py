@@ -25,7 +25,7 @@ from decision_spec.policy import Band, CertifiedMix, OptionMix, Policy, Provenan
 from decisionctl.certification import bands
 
 from app import build_app
-from stacks.decision_shift import CertifiedShares, action_shift_expression
+from stacks.decision_shift import action_shift_expression
 from tests.app_support import AppServer, start_app
 from tests.cdk_support import cdk_context
 from tests.cloudwatch_filters import MetricFilter, evaluate_alarm
@@ -224,9 +224,7 @@ def test_the_alarms_fire_on_the_certified_mix_and_not_on_the_mix_the_traffic_has
     # the certified mix is not what these answers did: the action alarm fires (more than 20 points off)
     assert observed_points["automate"] < 75 and distance > action_alarm["Threshold"] == 20
     # certified on this very traffic, the same expression reads 0 (to the template's 6 digits): inside any band
-    observed = CertifiedShares.model_validate(
-        {"cases": answers, "actions": {a: n / answers for a, n in actions.items()}}
-    )
+    observed = CertifiedMix.model_validate({"cases": answers, "actions": {a: n / answers for a, n in actions.items()}})
     quiet = [
         {**m, "Expression": action_shift_expression(observed, MIN_ANSWERS)} if "Expression" in m else m
         for m in action_alarm["Metrics"]

@@ -103,7 +103,8 @@ def http_reply(response: httpx.Response, latency_s: float) -> Reply:
 
 
 class HttpSender:
-    """POST to a running adapter (or any System One server) over HTTP."""
+    """POST to a running adapter (or any System One server) over HTTP: one decision body (`send`), or any bytes of
+    a content type the route takes (`send_bytes`, e.g. a JSON Lines mini-batch to /invocations)."""
 
     def __init__(
         self,
@@ -113,20 +114,23 @@ class HttpSender:
         api_key: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_connections: int = 16,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/" + route.lstrip("/")
         self.label = base_url
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._client = httpx.Client(headers=headers, timeout=timeout_s, limits=limits)
+        self._client = httpx.Client(headers=headers, timeout=timeout_s, limits=limits, transport=transport)
 
     def send(self, body: Mapping[str, Any]) -> Reply:
-        payload = json.dumps(body).encode("utf-8")
+        return self.send_bytes(json.dumps(body).encode("utf-8"))
+
+    def send_bytes(self, payload: bytes, content_type: str = "application/json") -> Reply:
         start = time.perf_counter()
         try:
-            response = self._client.post(self.url, content=payload)
+            response = self._client.post(
+                self.url, content=payload, headers={"Content-Type": content_type, "Accept": content_type}
+            )
         except httpx.HTTPError as exc:
             return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
         return http_reply(response, time.perf_counter() - start)

@@ -76,7 +76,7 @@ class BatchResult:
 def _summary(o: BatchOptions, options: jobs.Options, policy: RetryPolicy, capacity_wait: Any) -> dict[str, Any]:
     cases, out = Path(o.cases), Path(o.out)
     if o.mode == "url":
-        client = jobs.JsonLinesClient(o.url or "", api_key=o.api_key)
+        client = jobs.JsonLinesSender.to_url(o.url or "", api_key=o.api_key)
         return jobs.run_url(cases, out, url=o.url or "", options=options, client=client, policy=policy)
     if o.mode == "realtime":
         assert o.sagemaker_endpoint is not None
@@ -87,7 +87,7 @@ def _summary(o: BatchOptions, options: jobs.Options, policy: RetryPolicy, capaci
             inference_component=o.inference_component,
             capacity_wait=capacity_wait,
         )
-        realtime = jobs.RealTimeJsonLinesClient(endpoint)
+        realtime = jobs.JsonLinesSender(endpoint)
         return jobs.run_url(cases, out, url=realtime.label, options=options, client=realtime, policy=policy)
     clients = jobs.AwsClients.create(o.region)
     if o.mode == "transform":

@@ -27,7 +27,7 @@ from decisionctl.bulk import aws_calls
 from decisionctl.bulk.records import InputRecord, PartAnswers, chunks, error_line, read_records, scan, serialized
 from decisionctl.bulk.run_state import PARTIAL, BatchRunError, RunState, estimate, finish, open_state
 from decisionctl.load.prices import BUILTIN, PriceTable, load_prices
-from decisionctl.transport import TRANSPORT_ERROR, RealTimeEndpointSender, Reply, RetryPolicy, http_reply
+from decisionctl.transport import HttpSender, RealTimeEndpointSender, Reply, RetryPolicy
 
 BATCH_FAILED = "batch_failed"  # a whole mini-batch got no answer from the adapter (after retries)
 
@@ -247,42 +247,27 @@ def _invoke(clients: AwsClients, state: RunState, out: Path, endpoint: str, inde
 # --- a local adapter -------------------------------------------------------------------------------
 
 
-class JsonLinesClient:
-    """POST mini-batches of JSON Lines to a running adapter's /invocations."""
+class JsonLinesSender:
+    """Mini-batches of JSON Lines to an adapter's /invocations through one of the decision senders: a local
+    adapter's URL (HttpSender on /invocations) or a real-time endpoint (RealTimeEndpointSender, its inference
+    component named and waited for while it scales from zero); the sender's own errors and retries apply."""
 
-    def __init__(
-        self,
+    def __init__(self, sender: HttpSender | RealTimeEndpointSender) -> None:
+        self._sender = sender
+        self.label = sender.label
+        self.realtime = isinstance(sender, RealTimeEndpointSender)
+
+    @classmethod
+    def to_url(
+        cls,
         base_url: str,
         *,
         api_key: str | None = None,
         timeout_s: float = 600.0,
         transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.url = base_url.rstrip("/") + "/invocations"
-        headers = {"Content-Type": JSON_LINES, "Accept": JSON_LINES}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(headers=headers, timeout=timeout_s, transport=transport)
-
-    def send(self, body: bytes) -> Reply:
-        start = time.perf_counter()
-        try:
-            response = self._client.post(self.url, content=body)
-        except httpx.HTTPError as exc:
-            return Reply(TRANSPORT_ERROR, b"", time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
-        return http_reply(response, time.perf_counter() - start)
-
-    def close(self) -> None:
-        self._client.close()
-
-
-class RealTimeJsonLinesClient:
-    """The same mini-batches through InvokeEndpoint on a real-time endpoint (the adapter's /invocations takes JSON
-    Lines there too): its inference component named, and waited for while it scales from zero (the sender's)."""
-
-    def __init__(self, sender: RealTimeEndpointSender) -> None:
-        self._sender = sender
-        self.label = sender.label
+    ) -> JsonLinesSender:
+        sender = HttpSender(base_url, route="/invocations", api_key=api_key, timeout_s=timeout_s, transport=transport)
+        return cls(sender)
 
     def send(self, body: bytes) -> Reply:
         return self._sender.send_bytes(body, JSON_LINES)
@@ -291,10 +276,7 @@ class RealTimeJsonLinesClient:
         self._sender.close()
 
 
-MiniBatchClient = JsonLinesClient | RealTimeJsonLinesClient
-
-
-def _post(client: MiniBatchClient, part: list[InputRecord], policy: RetryPolicy) -> list[bytes]:
+def _post(client: JsonLinesSender, part: list[InputRecord], policy: RetryPolicy) -> list[bytes]:
     """The answer lines of one mini-batch; error lines for every record if the adapter gave none."""
     attempt = 0
     while True:
@@ -316,16 +298,16 @@ def run_url(
     *,
     url: str,
     options: Options,
-    client: MiniBatchClient | None = None,
+    client: JsonLinesSender | None = None,
     policy: RetryPolicy | None = None,
 ) -> dict[str, Any]:
-    """Mini-batches posted to a local adapter (`url`), or sent to a real-time endpoint by a RealTimeJsonLinesClient
-    (`url` is then its label, sagemaker:<endpoint>[/<component>])."""
+    """Mini-batches posted to a local adapter (`url`), or sent to a real-time endpoint by a JsonLinesSender over a
+    RealTimeEndpointSender (`url` is then its label, sagemaker:<endpoint>[/<component>])."""
     o = options
-    realtime = isinstance(client, RealTimeJsonLinesClient)
+    realtime = client is not None and client.realtime
     state = open_state(out, mode="realtime" if realtime else "url", target=url, summary=scan(cases), restart=o.restart)
     size = o.parts or (REALTIME_BATCHES if realtime else URL_BATCHES)
-    client = client or JsonLinesClient(url)
+    client = client or JsonLinesSender.to_url(url)
     policy = policy or RetryPolicy()
     partial = out / PARTIAL
     with partial.open("ab") as f:
