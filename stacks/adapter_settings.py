@@ -6,13 +6,14 @@
   record holds those its run served; where it binds, the stack writes them into the container environment, and
   `model.answer_settings` in cdk.json, if given, must agree with it (a contradiction stops synth, naming both
   values). `ArtifactAnswerSettings` is decision_spec.answer_settings.AnswerSettings, strict.
-- The settings that do not change answers (admission wait, Retry-After floor, state cache, body limit, state
-  reuse, text logging, drain time, the served model name, the request limits, a shared endpoint's reticence) are
-  set per decision endpoint, `<section>.adapter` (`AdapterOptions`); `max_concurrency` and `max_queue` stay on
-  the section.
+- The settings that do not change answers (the registry's `operational` kind: admission wait, Retry-After floor,
+  state cache, body limits, state reuse, text logging, drain time, the served model name, the request limits and
+  deadline, a shared endpoint's reticence) are set per decision endpoint, `<section>.adapter` (`AdapterOptions`,
+  the registry's types, so its bounds); `max_concurrency` and `max_queue` stay on the section.
 
-The stacks do not import the adapter: tests/stacks/test_adapter_settings.py checks `AdapterOptions`' names and
-bounds against its settings, and that each of its settings is one of the two kinds or one the stack sets itself.
+Each setting's kind is the registry's (decision_spec/decision_settings.py): tests/stacks/test_adapter_settings.py
+checks that `AdapterOptions` holds exactly the `operational` ones and the answer settings exactly the `answers`
+ones.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ from typing import Any
 
 from decision_spec.answer_settings import AnswerSettings, shown, variable
 from decision_spec.config_base import FrozenConfig
+from decision_spec.decision_settings import (
+    AdmissionWait,
+    BodyBytes,
+    BodyRecords,
+    DrainTime,
+    Megabytes,
+    OptionCount,
+    QuestionCount,
+    RequestTime,
+    RetryAfter,
+    TokenBudget,
+)
 from pydantic import ConfigDict, Field, ValidationError
 
 
@@ -32,36 +45,28 @@ class ArtifactAnswerSettings(AnswerSettings):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    def stated(self) -> dict[str, Any]:
-        return self.recorded()
-
 
 class AdapterOptions(FrozenConfig):
-    """A decision endpoint's adapter settings that leave answers alone; absent: the adapter's default."""
+    """A decision endpoint's adapter settings that leave answers alone (the registry's `operational` kind, each with
+    the registry's bounds, decision_spec/decision_settings.py); absent: the adapter's default."""
 
-    admission_wait_s: float | None = Field(
-        default=None,
-        ge=0,
-        le=55,
-        description="DECISION_ADMISSION_WAIT_S: how long a request may wait for a permit before its 429.",
+    admission_wait_s: AdmissionWait | None = Field(
+        default=None, description="DECISION_ADMISSION_WAIT_S: how long a request may wait for a permit before its 429."
     )
-    retry_after_s: int | None = Field(
-        default=None, ge=1, le=60, description="DECISION_RETRY_AFTER_S: the least Retry-After a 429 sends."
+    retry_after_s: RetryAfter | None = Field(
+        default=None, description="DECISION_RETRY_AFTER_S: the least Retry-After a 429 sends."
     )
-    state_cache_mb: int | None = Field(
-        default=None, ge=0, description="DECISION_STATE_CACHE_MB: memory for cached states; absent: from the model."
-    )
-    max_body_bytes: int | None = Field(
-        default=None, ge=1024, description="DECISION_MAX_BODY_BYTES: larger bodies get 413."
-    )
-    state_reuse: bool | None = Field(
-        default=None, description="DECISION_STATE_REUSE: reuse evaluated states across requests."
+    max_body_bytes: BodyBytes | None = Field(
+        default=None, description="DECISION_MAX_BODY_BYTES: larger bodies get 413."
     )
     log_text: bool | None = Field(
         default=None, description="DECISION_LOG_TEXT: log raw state and instruction text (customer data)."
     )
-    drain_timeout_s: int | None = Field(
-        default=None, ge=0, le=300, description="DECISION_DRAIN_TIMEOUT_S: how long in-flight requests may finish."
+    state_reuse: bool | None = Field(
+        default=None, description="DECISION_STATE_REUSE: reuse evaluated states across requests."
+    )
+    state_cache_mb: Megabytes | None = Field(
+        default=None, description="DECISION_STATE_CACHE_MB: memory for cached states; absent: from the model."
     )
     model_name: str | None = Field(
         default=None,
@@ -69,14 +74,29 @@ class AdapterOptions(FrozenConfig):
         max_length=128,
         description="DECISION_MODEL_NAME: the name answers and /v1/models give; absent: the GGUF's.",
     )
-    max_questions: int | None = Field(
-        default=None, ge=1, le=400, description="DECISION_MAX_QUESTIONS: questions one request may ask (413 past it)."
+    drain_timeout_s: DrainTime | None = Field(
+        default=None, description="DECISION_DRAIN_TIMEOUT_S: how long in-flight requests may finish."
     )
-    max_options: int | None = Field(
-        default=None, ge=2, le=255, description="DECISION_MAX_OPTIONS: options one choice question may offer."
+    max_questions: QuestionCount | None = Field(
+        default=None, description="DECISION_MAX_QUESTIONS: questions one request may ask (413 past it)."
     )
-    max_request_tokens: int | None = Field(
-        default=None, ge=256, description="DECISION_MAX_REQUEST_TOKENS: tokens one request may have evaluated."
+    max_options: OptionCount | None = Field(
+        default=None, description="DECISION_MAX_OPTIONS: options one choice question may offer."
+    )
+    max_request_tokens: TokenBudget | None = Field(
+        default=None, description="DECISION_MAX_REQUEST_TOKENS: tokens one request may have evaluated."
+    )
+    request_timeout_s: RequestTime | None = Field(
+        default=None,
+        description="DECISION_REQUEST_TIMEOUT_S: each request's time budget, waiting included (504 past it); absent: "
+        "60 s, SageMaker's real-time limit.",
+    )
+    max_body_records: BodyRecords | None = Field(
+        default=None, description="DECISION_MAX_BODY_RECORDS: records one JSON Lines body may carry (413 past it)."
+    )
+    max_body_tokens: TokenBudget | None = Field(
+        default=None,
+        description="DECISION_MAX_BODY_TOKENS: tokens one JSON Lines body may need; absent: max_request_tokens'.",
     )
     shared_endpoint: bool | None = Field(
         default=None,
@@ -110,5 +130,5 @@ def answer_environment(
 ) -> dict[str, str]:
     """The answer settings a decision model's container gets: those the bound evaluation record holds and those
     cdk.json states (synth has refused where they contradict each other)."""
-    stated = {**(recorded.stated() if recorded else {}), **(expected.stated() if expected else {})}
+    stated = {**(recorded.recorded() if recorded else {}), **(expected.recorded() if expected else {})}
     return environment(stated)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from decision_spec.config_base import FrozenConfig
+from decision_spec.decision_settings import Contexts, QueueLength
 from decision_spec.instance_types import (
     InstanceType,
     check_cuda_coverage,
@@ -121,10 +122,8 @@ class _Endpoint(FrozenConfig):
 
 
 class _DecisionEndpoint(_Endpoint):
-    max_concurrency: int = Field(
-        ge=1, le=16, description="DECISION_MAX_CONCURRENCY: model contexts evaluating at once."
-    )
-    max_queue: int = Field(ge=0, le=10_000, description="DECISION_MAX_QUEUE: waiting requests before 429.")
+    max_concurrency: Contexts = Field(description="DECISION_MAX_CONCURRENCY: model contexts evaluating at once.")
+    max_queue: QueueLength = Field(description="DECISION_MAX_QUEUE: waiting requests before 429.")
     adapter: AdapterOptions | None = Field(
         default=None, description="The adapter's settings that leave answers alone (stacks/adapter_settings.py)."
     )

@@ -68,8 +68,8 @@ def check_answer_settings(config: EnvironmentConfig, record: str, binding: Bindi
     if expected is None:
         return
     key = f"environments.{config.name}.model.answer_settings"
-    held = recorded.stated() if recorded is not None else {}
-    unrecorded = {name: value for name, value in expected.stated().items() if name not in held}
+    held = recorded.recorded() if recorded is not None else {}
+    unrecorded = {name: value for name, value in expected.recorded().items() if name not in held}
     if unrecorded:
         why = f"{record} does not record it" if recorded is not None else f"{record} does not bind (it states nothing)"
         raise AnswerSettingsContradicted(

@@ -1,11 +1,12 @@
 """The settings that change answers, as a model artifact records them: what its probabilities and actions were
 measured under.
 
-One model, read by the adapter (manifest.json's `answer_settings`, adopted at start by
+The settings of the registry's `answers` kind (decision_spec/decision_settings.py: their defaults and bounds), each
+optional. One model, read by the adapter (manifest.json's `answer_settings`, adopted at start by
 `settings.adopt_answer_settings`), by decisionctl (`package-model --answer-setting` writes it; an evaluation record
 holds those its run served) and by the stacks (cdk.json's `model.answer_settings`: this model, strict). Each field
-is the `AdapterSettings` field of the same name, `DECISION_<NAME>`, with its bounds; None: not recorded, so the
-adapter's environment or default decides. tests/adapter/test_answer_settings.py checks that both sides agree and
+is the registry's field of the same name, `DECISION_<NAME>`, with its bounds (the same types); None: not recorded,
+so the adapter's environment or default decides. tests/adapter/test_answer_settings.py checks that both sides agree and
 that every other setting leaves answers alone.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from decision_spec.contract import DebiasMode, StateBoundary, debias_mode
+from decision_spec.decision_settings import DebiasedOptions, LabelMass, RotatedOptions, Tolerance
 
 ENV_PREFIX = "DECISION_"
 # The answer settings x_run reports, and a policy records, under their own names (RunIdentity's and Policy's).
@@ -36,8 +38,8 @@ class AnswerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     order_debias: DebiasMode | None = Field(None, description="DECISION_ORDER_DEBIAS: the option orders read.")
-    adaptive_tolerance: float | None = Field(
-        None, gt=0.0, le=1.0, description="DECISION_ADAPTIVE_TOLERANCE: how far adaptive may stop from every rotation."
+    adaptive_tolerance: Tolerance | None = Field(
+        None, description="DECISION_ADAPTIVE_TOLERANCE: how far adaptive may stop from every rotation."
     )
     state_boundary: StateBoundary | None = Field(
         None,
@@ -47,14 +49,14 @@ class AnswerSettings(BaseModel):
     out_of_scope: bool | None = Field(
         None, description="DECISION_OUT_OF_SCOPE: every question offered a 'none of these' option."
     )
-    min_label_mass: float | None = Field(
-        None, gt=0.0, le=1.0, description="DECISION_MIN_LABEL_MASS: abstain below this label mass."
+    min_label_mass: LabelMass | None = Field(
+        None, description="DECISION_MIN_LABEL_MASS: abstain below this label mass."
     )
-    rotation_max_options: int | None = Field(
-        None, ge=2, le=26, description="DECISION_ROTATION_MAX_OPTIONS: questions read in every rotation."
+    rotation_max_options: RotatedOptions | None = Field(
+        None, description="DECISION_ROTATION_MAX_OPTIONS: questions read in every rotation."
     )
-    debias_max_options: int | None = Field(
-        None, ge=2, le=255, description="DECISION_DEBIAS_MAX_OPTIONS: questions read in more than one order."
+    debias_max_options: DebiasedOptions | None = Field(
+        None, description="DECISION_DEBIAS_MAX_OPTIONS: questions read in more than one order."
     )
 
     @field_validator("order_debias", mode="before")

@@ -1,8 +1,9 @@
 """Every adapter setting is reachable from the right place (issue 37): those that change answers come with the
 artifact (its evaluation record where it binds, `model.answer_settings` checked against it), those that do not
 through one validated block per decision endpoint (`<section>.adapter`), the rest set by the stack, SageMaker or
-the image, or left out for a stated reason. The stacks' copies (stacks/adapter_settings.py) are checked against the
-adapter's settings here, and one real synth of dev shows both kinds in the container environment."""
+the image, or never deployed: each setting's kind is the registry's (decision_spec/decision_settings.py). The
+stacks' blocks are checked against the registry here, and one real synth of dev shows both kinds, and the settings
+the stack writes itself, in the container environment."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import annotated_types
 import pytest
 from decision_adapter.core.settings import AdapterSettings, load_adapter_settings
 from decision_spec.answer_settings import AnswerSettings, shown, variable
+from decision_spec.decision_settings import DecisionSettings, setting_kind, settings_of_kind
+from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from app import build_app
@@ -29,24 +33,6 @@ from tests.cdk_support import cdk_context
 DEV_MODEL_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 SUITE = "evaluation/support-suite.jsonl"
 CANDIDATE_SHA = "ef" * 32
-# Written into every decision model by serving_stack.decision_environment from the endpoint's own keys and the build.
-SET_BY_THE_STACK = {
-    "image_digest",
-    "expected_model_sha256",
-    "instance_types",
-    "max_concurrency",
-    "max_queue",
-    "chat_contexts",
-}
-SET_BY_SAGEMAKER_OR_THE_IMAGE = {"model_dir", "host", "port", "llama_cpp_build"}
-LEFT_OUT = {
-    "api_key": "a secret in a template is readable by anyone who may describe the model; SageMaker signs callers",
-    "chat_max_queue": "the decision endpoints run no chat context (DECISION_CHAT_CONTEXTS=0): chat has its endpoint",
-    # issue 43's limits: their defaults are SageMaker's (60 s an invocation); <section>.adapter does not carry them yet
-    "request_timeout_s": "the default is SageMaker's real-time limit; not yet a <section>.adapter key",
-    "max_body_records": "JSON Lines bodies' default suits Batch Transform's payloads; not yet a <section>.adapter key",
-    "max_body_tokens": "defaults to DECISION_MAX_REQUEST_TOKENS, which <section>.adapter sets",
-}
 OPTIONS = {
     "admission_wait_s": 2.5,
     "retry_after_s": 3,
@@ -59,12 +45,68 @@ OPTIONS = {
     "max_questions": 16,
     "max_options": 40,
     "max_request_tokens": 8192,
+    "request_timeout_s": 45.0,
+    "max_body_records": 200,
+    "max_body_tokens": 20_000,
     "shared_endpoint": True,
 }
 
 
-def bounds(info: FieldInfo) -> list[str]:
-    return sorted(repr(m) for m in info.metadata)
+def edges(name: str) -> list[tuple[Any, bool]]:
+    """Values at and just past each of a registry setting's bounds, with whether the registry takes each."""
+    info = DecisionSettings.model_fields[name]
+    step = 1 if int in (info.annotation, *typing.get_args(info.annotation)) else 1e-6
+    found: list[tuple[Any, bool]] = []
+    for bound in info.metadata:
+        if isinstance(bound, annotated_types.Ge):
+            found += [(bound.ge, True), (bound.ge - step, False)]
+        elif isinstance(bound, annotated_types.Gt):
+            found += [(bound.gt, False), (bound.gt + step, True)]
+        elif isinstance(bound, annotated_types.Le):
+            found += [(bound.le, True), (bound.le + step, False)]
+        elif isinstance(bound, annotated_types.Lt):
+            found += [(bound.lt, False), (bound.lt - step, True)]
+    return found
+
+
+def takes(model: type[BaseModel], name: str, value: Any) -> bool:
+    try:
+        model.model_validate({name: value})
+    except ValidationError:
+        return False
+    return True
+
+
+def test_every_adapter_setting_has_one_kind_and_each_kind_its_one_home() -> None:
+    """The registry tags every setting; cdk.json's two blocks hold exactly the kinds that are theirs, and the
+    adapter reads every registry setting (and no other DECISION_* setting)."""
+    assert {name: setting_kind(name) for name in DecisionSettings.model_fields}  # each tagged, or setting_kind fails
+    assert set(AdapterSettings.model_fields) == set(DecisionSettings.model_fields)
+    assert set(AnswerSettings.model_fields) == set(settings_of_kind("answers"))
+    assert issubclass(ArtifactAnswerSettings, AnswerSettings) and not ArtifactAnswerSettings.__annotations__
+    assert set(AdapterOptions.model_fields) == set(settings_of_kind("operational")) == set(OPTIONS)
+
+
+@pytest.mark.parametrize("name", [*settings_of_kind("answers"), *settings_of_kind("operational")])
+def test_each_copy_of_a_setting_takes_what_the_registry_takes(name: str) -> None:
+    """The artifact's answer settings (cdk.json's, strict, are the same model) and the adapter block take a value
+    exactly where the registry does, at every bound (their fields are the registry's types), with the same choices."""
+    model: type[BaseModel] = AnswerSettings if name in AnswerSettings.model_fields else AdapterOptions
+    for value, taken in edges(name):
+        assert takes(DecisionSettings, name, value) is taken, (name, value)
+        assert takes(model, name, value) is taken, (model.__name__, name, value)
+    assert choices(model.model_fields[name]) == choices(DecisionSettings.model_fields[name]), name
+
+
+@pytest.mark.parametrize("name", ["max_concurrency", "max_queue"])
+def test_the_sections_own_adapter_keys_take_what_the_registry_takes(name: str) -> None:
+    for value, taken in edges(name):
+        environments = copy.deepcopy(cdk_context()["environments"])
+        environments["dev"]["cpu"][name] = value
+        if taken:
+            continue  # another key may refuse an inside value (max_queue against the scaling target)
+        with pytest.raises(ConfigError, match=rf"environments\.dev\.cpu\.{name}"):
+            load_environment(environments, "dev")
 
 
 def choices(info: FieldInfo) -> set[Any]:
@@ -75,32 +117,6 @@ def choices(info: FieldInfo) -> set[Any]:
             if typing.get_origin(inner) is typing.Literal:
                 found |= set(typing.get_args(inner))
     return found
-
-
-def test_every_adapter_setting_is_reachable_or_left_out_for_a_reason() -> None:
-    kinds = [set(ArtifactAnswerSettings.model_fields), set(AdapterOptions.model_fields)]
-    kinds += [SET_BY_THE_STACK, SET_BY_SAGEMAKER_OR_THE_IMAGE, set(LEFT_OUT)]
-    for i, kind in enumerate(kinds):
-        for other in kinds[i + 1 :]:
-            assert not kind & other, kind & other
-    unplaced = set(AdapterSettings.model_fields) - set().union(*kinds)
-    assert not unplaced, f"say where these adapter settings come from (stacks/adapter_settings.py): {sorted(unplaced)}"
-    placed = set().union(*kinds[:4])
-    assert placed <= set(AdapterSettings.model_fields), placed - set(AdapterSettings.model_fields)
-
-
-def test_the_answer_settings_and_the_adapter_options_have_the_adapters_names_choices_and_bounds() -> None:
-    """cdk.json's answer settings are the shared model itself (a strict subclass, no field of its own); its bounds
-    and choices are the adapter's settings' (settings.py reads the same variables)."""
-    assert issubclass(ArtifactAnswerSettings, AnswerSettings) and not ArtifactAnswerSettings.__annotations__
-    assert list(ArtifactAnswerSettings.model_fields) == list(AnswerSettings.model_fields)
-    for name, info in AnswerSettings.model_fields.items():
-        adapter = AdapterSettings.model_fields[name]
-        assert bounds(info) == bounds(adapter) and choices(info) == choices(adapter), name
-    for name, info in AdapterOptions.model_fields.items():
-        adapter_bounds = bounds(AdapterSettings.model_fields[name])
-        assert set(adapter_bounds) <= set(bounds(info)), name  # as tight as the adapter's, or tighter
-        assert name not in AnswerSettings.model_fields
 
 
 def test_the_adapter_block_is_validated_not_a_free_form_map() -> None:
@@ -167,6 +183,9 @@ def test_synth_writes_both_kinds_into_the_decision_model(tmp_path: Path, monkeyp
             assert environment[variable(name)] == shown(value), name
         for name, value in OPTIONS.items():
             assert environment[f"DECISION_{name.upper()}"] == shown(value), name
+        assert {variable(name) for name in settings_of_kind("stack")} <= environment.keys()  # the stack's own
+        never = settings_of_kind("platform") + settings_of_kind("local")  # SageMaker's or the image's, or local only
+        assert not {variable(name) for name in never} & environment.keys()
         # the adapter reads every one of them back as the value cdk.json and the record hold
         for name in [n for n in os.environ if n.startswith("DECISION_")]:
             monkeypatch.delenv(name)
