@@ -27,8 +27,6 @@ REPORTED_AS = {
     "adaptive_tolerance": "order_debias_tolerance",
     "state_boundary": "state_boundary",
 }
-# x_run also reports the others, under their own names (a policy does not: they were not measured into it).
-RUN_REPORTS = (*REPORTED_AS, "out_of_scope", "min_label_mass", "rotation_max_options", "debias_max_options")
 
 
 class AnswerSettings(BaseModel):
@@ -68,6 +66,11 @@ class AnswerSettings(BaseModel):
     def recorded(self) -> dict[str, Any]:
         """The settings recorded, by name (JSON values)."""
         return self.model_dump(mode="json", exclude_none=True)
+
+
+# x_run reports every answer setting: REPORTED_AS's under their own names there, the others under theirs (a policy
+# records only REPORTED_AS's: the others were not measured into it). RunIdentity has a field for each.
+RUN_REPORTS = tuple(AnswerSettings.model_fields)
 
 
 def variable(name: str) -> str:

@@ -23,6 +23,7 @@ from decision_adapter.core.settings import AdapterSettings, SettingsError, adopt
 from decision_spec.answer_settings import REPORTED_AS, AnswerSettings, shown, variable
 from decision_spec.manifest import Manifest, read_manifest, write_manifest
 from decision_spec.policy import Provenance, seal
+from decision_spec.schemas import RunIdentity
 from decisionctl.certification.policies import check_run_served
 from decisionctl.commands import cli
 from decisionctl.evaluation.cases import Prediction
@@ -90,6 +91,12 @@ def recorded(manifest: Manifest, identity: dict[str, Any]) -> dict[str, Any]:
         cases=1,
         created=datetime(2026, 12, 2, tzinfo=UTC),
     )
+
+
+def test_x_run_has_a_field_for_every_answer_setting() -> None:
+    """What a run served is read from its x_run (run_answer_settings), so the identity reports each setting."""
+    reported = {REPORTED_AS.get(name, name) for name in AnswerSettings.model_fields}
+    assert reported <= set(RunIdentity.model_fields), reported - set(RunIdentity.model_fields)
 
 
 def test_every_answer_setting_has_a_row_and_its_value_is_not_the_default() -> None:
