@@ -126,3 +126,65 @@ NEW_COMMAND_CHECKS = [
     "tests/decisionctl/test_cli_start.py::test_every_command_is_registered_once_with_a_module_that_runs_it",
     "tests/test_docs.py::test_cli_md_lists_every_command_in_the_order_of_the_help",
 ]
+
+
+# A new setting that changes answers, `min_margin` (under a served policy, abstain where the pick leads the
+# runner-up by less than this): the registry's field, its optional field on the artifact's AnswerSettings, x_run's
+# field, the row every layer's tests read, the README's settings table, and the value in force reported in x_run.
+# The engine code that would act on it is one more code file, which no check asks for (docs/architecture.md).
+def new_answer_setting_steps() -> list[Step]:
+    def registry(tree: Path) -> None:
+        field = (
+            "    min_margin: Tolerance | None = Field(\n"
+            "        None,\n"
+            '        description="Under a served policy, abstain where the pick leads by less than this.",\n'
+            "        json_schema_extra=CHANGES_ANSWERS,\n"
+            "    )\n"
+        )
+        path = tree / "containers/decision_spec/decision_settings.py"
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace("    log_text: bool = Field(", field + "    log_text: bool = Field(", 1))
+
+    def artifact(tree: Path) -> None:
+        field = (
+            "    min_margin: Tolerance | None = Field(\n"
+            '        None, description="DECISION_MIN_MARGIN: abstain where the pick leads by less than this."\n'
+            "    )\n"
+        )
+        path = tree / "containers/decision_spec/answer_settings.py"
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace("    rotation_max_options: ", field + "    rotation_max_options: ", 1))
+
+    def identity(tree: Path) -> None:
+        field = "    min_margin: float | None = None\n"
+        edit(tree / "containers/decision_spec/schemas.py", "    min_label_mass: float | None = None", field)
+
+    def served(tree: Path) -> None:  # the adapter reports the value in force (no check asks for this)
+        path = tree / "containers/decision_adapter/loading.py"
+        text = path.read_text(encoding="utf-8")
+        old = '"min_label_mass": floor}'
+        path.write_text(text.replace(old, '"min_label_mass": floor, "min_margin": settings.min_margin}', 1))
+
+    def carried(tree: Path) -> None:
+        edit(tree / "tests/answer_settings_support.py", '    "min_label_mass":', '    "min_margin": (0.1, 0.2),\n')
+
+    def readme(tree: Path) -> None:
+        row = "| `DECISION_MIN_MARGIN` | | Under a served policy, abstain where the pick leads by less than this |\n"
+        edit(tree / "README.md", "| `DECISION_MIN_LABEL_MASS` |", row)
+
+    return [
+        ("the registry's field, tagged answers", registry),
+        ("the artifact's AnswerSettings field", artifact),
+        ("x_run's field, RunIdentity's", identity),
+        ("its row in tests/answer_settings_support.py", carried),
+        ("its row in the README's settings table", readme),
+        ("the value in force in x_run (loading.served_answer_settings)", served),
+    ]
+
+
+NEW_ANSWER_SETTING_CHECKS = [
+    "tests/stacks/test_adapter_settings.py::test_every_adapter_setting_has_one_kind_and_each_kind_its_one_home",
+    "tests/decisionctl/test_answer_settings_carried.py::test_every_answer_setting_has_a_row_and_its_value_is_not_the_default",
+    "tests/adapter/test_settings.py::test_readme_settings_table_is_the_settings_fields",
+    "tests/decisionctl/test_answer_settings_carried.py::test_x_run_has_a_field_for_every_answer_setting",
+]
