@@ -57,6 +57,13 @@ def edit(path: Path, after: str, text: str) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
+def replace(path: Path, old: str, new: str, *, before: bool = False) -> None:
+    """Replace the first `old` in `path` with `new` (`before`: put `new` right before it instead)."""
+    text = path.read_text(encoding="utf-8")
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new + old if before else new, 1), encoding="utf-8")
+
+
 # A new CLI command, `case-mix` (a labeled suite's cases per question type and expected answer), in three code
 # files and two places in docs/cli.md.
 USE_CASE = '''"""A labeled suite's mix: its cases per question type and expected answer (case-mix's use case)."""
@@ -111,8 +118,7 @@ def new_command_steps() -> list[Step]:
             "| `case-mix` | counts a labeled suite's cases per question type and expected answer |\n",
         )
         section = "## `case-mix`\n\n`decisionctl case-mix CASES`: the suite's cases per type and expected answer.\n\n"
-        text = cli_md.read_text(encoding="utf-8")
-        cli_md.write_text(text.replace("## `evaluate`", section + "## `evaluate`", 1), encoding="utf-8")
+        replace(cli_md, "## `evaluate`", section, before=True)
 
     return [
         ("the use case and the command module", modules),
@@ -141,9 +147,8 @@ def new_answer_setting_steps() -> list[Step]:
             "        json_schema_extra=CHANGES_ANSWERS,\n"
             "    )\n"
         )
-        path = tree / "containers/decision_spec/decision_settings.py"
-        text = path.read_text(encoding="utf-8")
-        path.write_text(text.replace("    log_text: bool = Field(", field + "    log_text: bool = Field(", 1))
+        registry_module = tree / "containers/decision_spec/decision_settings.py"
+        replace(registry_module, "    log_text: bool = Field(", field, before=True)
 
     def artifact(tree: Path) -> None:
         field = (
@@ -151,19 +156,15 @@ def new_answer_setting_steps() -> list[Step]:
             '        None, description="DECISION_MIN_MARGIN: abstain where the pick leads by less than this."\n'
             "    )\n"
         )
-        path = tree / "containers/decision_spec/answer_settings.py"
-        text = path.read_text(encoding="utf-8")
-        path.write_text(text.replace("    rotation_max_options: ", field + "    rotation_max_options: ", 1))
+        replace(tree / "containers/decision_spec/answer_settings.py", "    rotation_max_options: ", field, before=True)
 
     def identity(tree: Path) -> None:
         field = "    min_margin: float | None = None\n"
         edit(tree / "containers/decision_spec/schemas.py", "    min_label_mass: float | None = None", field)
 
     def served(tree: Path) -> None:  # the adapter reports the value in force (no check asks for this)
-        path = tree / "containers/decision_adapter/loading.py"
-        text = path.read_text(encoding="utf-8")
-        old = '"min_label_mass": floor}'
-        path.write_text(text.replace(old, '"min_label_mass": floor, "min_margin": settings.min_margin}', 1))
+        new = '"min_label_mass": floor, "min_margin": settings.min_margin}'
+        replace(tree / "containers/decision_adapter/loading.py", '"min_label_mass": floor}', new)
 
     def carried(tree: Path) -> None:
         edit(tree / "tests/answer_settings_support.py", '    "min_label_mass":', '    "min_margin": (0.1, 0.2),\n')
