@@ -6,7 +6,8 @@ record-evaluation and check-deployed do), and compares each case's probabilities
 record (2 threads, batch 512, flash attention off, the llama.cpp llama-cpp-python bundles): the largest change in
 any option's probability, the flips and the recorded margin (top two) of each flipped answer. `--env dev` (the
 default) is the bundled SmolLM2 against evaluation/dev.json; `--env prod` is the decider (`./dev decider` fetches
-it) against evaluation/prod.json. One setting a run keeps each run short (`flock /tmp/cpu.lock` each); --summary
+it) against evaluation/prod.json; `--model-dir` names another packaged artifact (your own model, with cdk.json's
+record for the env made on it). One setting a run keeps each run short (`flock /tmp/cpu.lock` each); --summary
 prints the table of all runs saved.
 
     flock /tmp/cpu.lock .venv/bin/python benchmarks/drift_bench.py --setting threads=4
@@ -34,7 +35,7 @@ SETTINGS = {  # name=value -> the adapter's environment
 DECIDER_DIR = ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"  # where ./dev decider packages it
 
 
-def measure(setting: str, env_name: str, lib: Path | None = None) -> dict[str, Any]:
+def measure(setting: str, env_name: str, lib: Path | None = None, model_dir: Path | None = None) -> dict[str, Any]:
     from decision_adapter.launcher import MODEL_DIR, start_adapter
     from decision_spec.evaluation_record import EvaluationConfig
     from decisionctl.evaluation import scoring
@@ -47,7 +48,7 @@ def measure(setting: str, env_name: str, lib: Path | None = None) -> dict[str, A
     cdk = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))
     evaluation = EvaluationConfig.model_validate(cdk["context"]["environments"][env_name]["evaluation"])
     record = json.loads((ROOT / evaluation.record).read_text(encoding="utf-8"))
-    model_dir = MODEL_DIR if env_name == "dev" else DECIDER_DIR
+    model_dir = model_dir or (MODEL_DIR if env_name == "dev" else DECIDER_DIR)
     if record["artifact"]["model_file"] not in {p.name for p in model_dir.glob("*.gguf")}:
         raise SystemExit(f"{model_dir} does not hold {record['artifact']['model_file']} (./dev decider fetches it)")
     suite = ROOT / record["suite"]["path"]
@@ -124,12 +125,15 @@ def main() -> int:
         help="a folder holding another llama.cpp build's libllama.so and libggml*.so (llama-cpp-python's "
         "LLAMA_CPP_LIB_PATH): the same adapter and bindings on that build; its name labels the row",
     )
+    parser.add_argument(
+        "--model-dir", type=Path, default=None, help="the artifact the record was made on (default: the env's model)"
+    )
     parser.add_argument("--summary", action="store_true", help="print the table of the runs saved")
     args = parser.parse_args()
     if args.summary or (args.setting is None and args.lib is None):
         print(summary())
         return 0
-    row = measure(args.setting or "", args.env, args.lib)
+    row = measure(args.setting or "", args.env, args.lib, args.model_dir)
     rows = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else []
     rows = [r for r in rows if (r.get("env", "dev"), r["setting"]) != (row["env"], row["setting"])] + [row]
     RESULTS.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
