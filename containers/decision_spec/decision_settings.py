@@ -3,8 +3,8 @@ changes answers, and who sets it on an endpoint).
 
 `DecisionSettings` is the registry: plain pydantic, read by the adapter (`core/settings.py`'s `AdapterSettings` is
 this model read from the environment), by the stacks (cdk.json's `adapter` block and `model.answer_settings` take
-their fields' types, so their bounds, from here) and by decisionctl. Each field's kind is in its
-`json_schema_extra`:
+their fields' types, so their bounds, from here) and by decisionctl (through `AnswerSettings`, which an artifact and
+an evaluation record hold). Each field's kind is in its `json_schema_extra`:
 
 - `answers`: changes a probability or an action; comes with the model artifact (`answer_settings.AnswerSettings`);
 - `operational`: leaves answers alone; a decision endpoint's `<section>.adapter` block in cdk.json sets it;
