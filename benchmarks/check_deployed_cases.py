@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from decision_adapter.launcher import MODEL_DIR, start_adapter
+from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR, library_env, start_adapter
 
 ROOT = Path(__file__).resolve().parents[1]
-DIRS = {"dev": MODEL_DIR, "prod": ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"}
+DIRS = {"dev": MODEL_DIR, "prod": DECIDER_DIR}
 
 
 def scratch_root(kind: str) -> Path:
@@ -68,7 +68,9 @@ def run(env_name: str, label: str, *, env: dict[str, str], model_dir: Path, cdk_
     try:
         out = subprocess.run(
             [
-                str(ROOT / ".venv/bin/decisionctl"),
+                sys.executable,
+                "-m",
+                "decisionctl.commands.cli",
                 "check-deployed",
                 "--env",
                 env_name,
@@ -103,8 +105,7 @@ def main() -> int:
     if not only or "1" in only:
         run(args.env, "same artifact, 4 threads", env={"SM_LLAMA_CPP_THREADS": "4"}, model_dir=d)
     if not only or "2" in only:
-        lib = {"LLAMA_CPP_LIB_PATH": str(build), "LD_LIBRARY_PATH": str(build), "DECISION_LLAMA_CPP_BUILD": build.name}
-        run(args.env, f"same artifact, llama.cpp build {build.name}", model_dir=d, env=lib)
+        run(args.env, f"same artifact, llama.cpp build {build.name}", model_dir=d, env=library_env(build))
     if not only or "3" in only:
         run(args.env, "the Billing option reworded in the suite", env={}, model_dir=d, cdk_root=scratch_root(args.env))
     if not only or "4" in only:

@@ -32,11 +32,10 @@ SETTINGS = {  # name=value -> the adapter's environment
     "batch": "SM_LLAMA_CPP_BATCH_SIZE",
     "flash_attn": "SM_LLAMA_CPP_FLASH_ATTN",
 }
-DECIDER_DIR = ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"  # where ./dev decider packages it
 
 
 def measure(setting: str, env_name: str, lib: Path | None = None, model_dir: Path | None = None) -> dict[str, Any]:
-    from decision_adapter.launcher import MODEL_DIR, start_adapter
+    from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR, library_env, start_adapter
     from decision_spec.evaluation_record import EvaluationConfig
     from decisionctl.evaluation import scoring
     from decisionctl.evaluation.cases import case_digest, parse_cases
@@ -60,7 +59,7 @@ def measure(setting: str, env_name: str, lib: Path | None = None, model_dir: Pat
     if "SM_LLAMA_CPP_BATCH_SIZE" in env:
         env["SM_LLAMA_CPP_UBATCH_SIZE"] = env["SM_LLAMA_CPP_BATCH_SIZE"]
     if lib is not None:  # another llama.cpp build under the same adapter and bindings
-        env |= {"LLAMA_CPP_LIB_PATH": str(lib), "LD_LIBRARY_PATH": str(lib), "DECISION_LLAMA_CPP_BUILD": lib.name}
+        env |= library_env(lib)
         setting = ",".join(filter(None, [f"build={lib.name}", setting]))
     tmp = Path(tempfile.mkdtemp(prefix="drift-"))
     start = time.perf_counter()
@@ -107,7 +106,7 @@ def summary() -> str:
     for r in rows:
         margins = ", ".join(f"{f['recorded_margin']:.4f}" for f in r["flips"]) or "-"
         lines.append(
-            f"| {r.get('model', 'SmolLM2-135M-Instruct.Q4_1.gguf')} | {r['setting']} | {r['cases']} |"
+            f"| {r['model']} | {r['setting']} | {r['cases']} |"
             f" {r['max_delta']:.4f} | {r['mean_delta']:.5f} | {len(r['flips'])} | "
             f"{margins} | {'pass' if r['check_deployed']['passed'] else 'fail'} | {r['seconds']} |"
         )
@@ -135,7 +134,7 @@ def main() -> int:
         return 0
     row = measure(args.setting or "", args.env, args.lib, args.model_dir)
     rows = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else []
-    rows = [r for r in rows if (r.get("env", "dev"), r["setting"]) != (row["env"], row["setting"])] + [row]
+    rows = [r for r in rows if (r["env"], r["setting"]) != (row["env"], row["setting"])] + [row]
     RESULTS.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(row, indent=1))
     return 0

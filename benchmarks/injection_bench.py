@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 from decision_adapter.identity import cpu_model
-from decision_adapter.launcher import MODEL_DIR, start_adapter
+from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR, start_adapter
 from decision_spec.contract import STATE_BOUNDARIES
 
 try:
@@ -58,7 +58,6 @@ except ModuleNotFoundError:  # imported as benchmarks.injection_bench (tests/dec
     )
 
 ROOT = Path(__file__).resolve().parents[1]
-DECIDER_DIR = ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"
 GEMMA_DIR = ROOT / ".cache" / "models" / "gemma3-270m"
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"

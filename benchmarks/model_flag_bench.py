@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decision_adapter.launcher import DECIDER_DIR
 from injection_payloads import BALANCED, FAMILIES, PLACEMENTS, SUITE, attacked_state, load_cases
 from instruction_flag_bench import CORPUS, PARAPHRASES, decider_suite, lines  # siblings, not a package
 
 ROOT = Path(__file__).resolve().parents[1]
-DECIDER_DIR = ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"
 QUESTION = {
     "type": "noul",
     "instructions": (

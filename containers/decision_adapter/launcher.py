@@ -1,6 +1,6 @@
 """The adapter run as a local process through its `serve` entrypoint, as SageMaker runs it minus Docker.
 
-For tests and benchmarks on a checkout (never imported by the image): where the bundled model lies,
+For tests and benchmarks on a checkout (never imported by the image): where the bundled model and the decider lie,
 starting `serve` on a free port with settings from the environment, waiting until /ping answers, reading
 its JSON log lines, and stopping it.
 """
@@ -24,6 +24,13 @@ SERVE = ROOT / "containers" / "serve"
 MODEL_DIR = Path(os.environ.get("DECISION_TEST_MODEL_DIR", ROOT / ".cache" / "models" / "smollm2"))
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+DECIDER_DIR = ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"  # where `./dev decider` packages the decider
+
+
+def library_env(lib: Path) -> dict[str, str]:
+    """The environment that runs the adapter on another llama.cpp build: llama-cpp-python loads the libllama.so
+    (and its libggml*.so) in `lib` instead of its own, and x_run reports the folder's name as the build."""
+    return {"LLAMA_CPP_LIB_PATH": str(lib), "LD_LIBRARY_PATH": str(lib), "DECISION_LLAMA_CPP_BUILD": lib.name}
 
 
 def free_port() -> int:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from decision_spec.contract import DebiasMode, StateBoundary, debias_mode
-from decision_spec.decision_settings import DebiasedOptions, LabelMass, RotatedOptions, Tolerance
+from decision_spec.contract import StateBoundary
+from decision_spec.decision_settings import DebiasedOptions, LabelMass, OrderDebias, RotatedOptions, Tolerance
 
 ENV_PREFIX = "DECISION_"
 # The answer settings x_run reports, and a policy records, under their own names (RunIdentity's and Policy's).
@@ -35,7 +35,7 @@ class AnswerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    order_debias: DebiasMode | None = Field(None, description="DECISION_ORDER_DEBIAS: the option orders read.")
+    order_debias: OrderDebias | None = Field(None, description="DECISION_ORDER_DEBIAS: the option orders read.")
     adaptive_tolerance: Tolerance | None = Field(
         None, description="DECISION_ADAPTIVE_TOLERANCE: how far adaptive may stop from every rotation."
     )
@@ -56,12 +56,6 @@ class AnswerSettings(BaseModel):
     debias_max_options: DebiasedOptions | None = Field(
         None, description="DECISION_DEBIAS_MAX_OPTIONS: questions read in more than one order."
     )
-
-    @field_validator("order_debias", mode="before")
-    @classmethod
-    def _debias_mode(cls, raw: object) -> object:
-        """As DECISION_ORDER_DEBIAS reads it: true and false are reverse and off."""
-        return debias_mode(raw) if isinstance(raw, str | bool) else raw
 
     def recorded(self) -> dict[str, Any]:
         """The settings recorded, by name (JSON values)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
 from decision_spec.contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, DebiasMode, StateBoundary, debias_mode
 
@@ -49,6 +49,14 @@ Tolerance = Annotated[float, Field(gt=0.0, le=1.0)]
 LabelMass = Annotated[float, Field(gt=0.0, le=1.0)]
 RotatedOptions = Annotated[int, Field(ge=2, le=26)]
 DebiasedOptions = Annotated[int, Field(ge=2, le=MAX_CHOICE_OPTIONS)]
+
+
+def _debias_mode(raw: object) -> object:
+    """As DECISION_ORDER_DEBIAS reads it: true and false keep the meaning they always had (reverse, off)."""
+    return debias_mode(raw) if isinstance(raw, str | bool) else raw
+
+
+OrderDebias = Annotated[DebiasMode, BeforeValidator(_debias_mode)]
 
 
 class DecisionSettings(BaseModel):
@@ -122,7 +130,7 @@ class DecisionSettings(BaseModel):
         description="If set, require Authorization: Bearer <key> (for runs outside SageMaker).",
         json_schema_extra=LOCAL_ONLY,
     )
-    order_debias: DebiasMode = Field(
+    order_debias: OrderDebias = Field(
         "reverse",
         description="Option orders each question is read in: off (the given one), reverse (also true: the given and "
         "the reversed), rotations (every cyclic rotation, so each option sits in each slot once), adaptive (the "
@@ -258,12 +266,6 @@ class DecisionSettings(BaseModel):
         "OpenAI usage's cached tokens). Latency still tells it: turn DECISION_STATE_REUSE off too to hide that.",
         json_schema_extra=OPERATIONAL,
     )
-
-    @field_validator("order_debias", mode="before")
-    @classmethod
-    def _debias_mode(cls, raw: object) -> object:
-        """true and false keep the meaning they always had (reverse, off)."""
-        return debias_mode(raw) if isinstance(raw, str | bool) else raw
 
 
 def setting_kind(name: str) -> Kind:

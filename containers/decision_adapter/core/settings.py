@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from decision_spec.answer_settings import AnswerSettings, shown, variable
+from decision_spec.answer_settings import ENV_PREFIX, AnswerSettings, shown, variable
 from decision_spec.decision_settings import DecisionSettings
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -33,7 +33,7 @@ class AdapterSettings(DecisionSettings, BaseSettings):
     """The registry's settings (decision_spec.decision_settings: each one's default, bounds, description and kind)
     read from `DECISION_*` variables."""
 
-    model_config = SettingsConfigDict(env_prefix="DECISION_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="ignore")
 
 
 def _flag(raw: object) -> object:
@@ -149,7 +149,7 @@ def load_adapter_settings() -> AdapterSettings:
         return AdapterSettings()
     except ValidationError as e:
         first = e.errors()[0]
-        name = "DECISION_" + ".".join(str(p) for p in first["loc"]).upper()
+        name = ENV_PREFIX + ".".join(str(p) for p in first["loc"]).upper()
         raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r})") from None
 
 
