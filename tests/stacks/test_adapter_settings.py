@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -52,12 +53,25 @@ OPTIONS = {
 }
 
 
+def bounds(info: FieldInfo) -> tuple[type, list[Any]]:
+    """A field's value type and its bounds, also where the bounded type is optional (`Tolerance | None`)."""
+    kind, found = info.annotation, list(info.metadata)
+    optional = typing.get_origin(info.annotation) in (typing.Union, types.UnionType)
+    for arg in typing.get_args(info.annotation) if optional else ():
+        if typing.get_origin(arg) is typing.Annotated:
+            kind, *extra = typing.get_args(arg)
+            found += [m for e in extra for m in (e.metadata if isinstance(e, FieldInfo) else [e])]
+        elif arg is not type(None):
+            kind = arg
+    return kind, found
+
+
 def edges(name: str) -> list[tuple[Any, bool]]:
     """Values at and just past each of a registry setting's bounds, with whether the registry takes each."""
-    info = DecisionSettings.model_fields[name]
-    step = 1 if int in (info.annotation, *typing.get_args(info.annotation)) else 1e-6
+    kind, found_bounds = bounds(DecisionSettings.model_fields[name])
+    step = 1 if kind is int else 1e-6
     found: list[tuple[Any, bool]] = []
-    for bound in info.metadata:
+    for bound in found_bounds:
         if isinstance(bound, annotated_types.Ge):
             found += [(bound.ge, True), (bound.ge - step, False)]
         elif isinstance(bound, annotated_types.Gt):
@@ -92,6 +106,8 @@ def test_each_copy_of_a_setting_takes_what_the_registry_takes(name: str) -> None
     """The artifact's answer settings (cdk.json's, strict, are the same model) and the adapter block take a value
     exactly where the registry does, at every bound (their fields are the registry's types), with the same choices."""
     model: type[BaseModel] = AnswerSettings if name in AnswerSettings.model_fields else AdapterOptions
+    if bounds(DecisionSettings.model_fields[name])[0] in (int, float):
+        assert edges(name), f"{name}: a number without bounds in the registry"  # every numeric setting is bounded
     for value, taken in edges(name):
         assert takes(DecisionSettings, name, value) is taken, (name, value)
         assert takes(model, name, value) is taken, (model.__name__, name, value)
