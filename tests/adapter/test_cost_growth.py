@@ -272,6 +272,8 @@ def operations_run(fn: Callable[[], object]) -> int:
 
 
 def growth(entry: Callable[[Any], None], shape: Callable[[int], Any]) -> tuple[list[int], list[float]]:
+    operations_run(lambda: entry(shape(SIZES[0])))  # once before counting: one-off work (a lazy import, a regex's
+    # first compile) is no cost of the input's size, and Python 3.12 counted nothing in a process's first traced call
     work = [operations_run(lambda k=k: entry(shape(k))) for k in SIZES]
     return work, [b / a for a, b in pairwise(work)]
 
