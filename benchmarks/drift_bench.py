@@ -31,6 +31,7 @@ SETTINGS = {  # name=value -> the adapter's environment
     "threads": "SM_LLAMA_CPP_THREADS",
     "batch": "SM_LLAMA_CPP_BATCH_SIZE",
     "flash_attn": "SM_LLAMA_CPP_FLASH_ATTN",
+    "gpu_layers": "SM_LLAMA_CPP_N_GPU_LAYERS",  # a CUDA build of llama-cpp-python: benchmarks/gpu_bench.py
 }
 
 
@@ -96,6 +97,7 @@ def measure(setting: str, env_name: str, lib: Path | None = None, model_dir: Pat
         "largest": sorted(deltas, key=lambda c: -deltas[c])[:3],
         "flips": [{"id": f["id"], "recorded_margin": recorded_margin(recorded[f["id"]])} for f in flips],
         "seconds": round(time.perf_counter() - start, 1),
+        "answers": answers,  # each case's probabilities, for a caller comparing two runs (not saved)
     }
 
 
@@ -133,6 +135,7 @@ def main() -> int:
         print(summary())
         return 0
     row = measure(args.setting or "", args.env, args.lib, args.model_dir)
+    row.pop("answers")
     rows = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else []
     rows = [r for r in rows if (r["env"], r["setting"]) != (row["env"], row["setting"])] + [row]
     RESULTS.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")

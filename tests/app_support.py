@@ -35,6 +35,12 @@ from decision_adapter.service import ModelService
 THREADS = "2"  # as start_adapter runs `serve`
 
 
+def gpu_layers() -> int:
+    """Layers the test apps offload (TEST_GPU_LAYERS; 0, the CPU, unless a GPU run asks: benchmarks/gpu_run.sh runs
+    the decision tests with 999 on a CUDA build)."""
+    return int(os.environ.get("TEST_GPU_LAYERS", "0"))
+
+
 def environment(
     model_dir: Path = MODEL_DIR, env: Mapping[str, str] | None = None, unset: tuple[str, ...] = ()
 ) -> dict[str, str]:
@@ -42,6 +48,8 @@ def environment(
     model directory and two threads, then `env`, less `unset`."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("DECISION_", "SM_LLAMA_CPP_"))}
     full.update({"DECISION_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": THREADS})
+    if gpu_layers():
+        full["SM_LLAMA_CPP_N_GPU_LAYERS"] = str(gpu_layers())
     full.update(env or {})
     for name in unset:
         full.pop(name, None)

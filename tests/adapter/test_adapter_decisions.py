@@ -13,6 +13,7 @@ from decision_spec import contract
 from decision_spec.question_types import options_of
 from decision_spec.schemas import ChoiceQuestion
 
+from tests.app_support import gpu_layers
 from tests.conftest import MODEL_DIR, MODEL_FILE
 
 pytestmark = pytest.mark.model
@@ -59,7 +60,7 @@ def test_answers_equal_an_independent_softmax_over_the_label_logits(adapter_url:
     from llama_cpp import Llama
 
     got = ask(adapter_url, BILLING, {"team": TEAM})["answers"]["team"]
-    llm = Llama(str(MODEL_DIR / MODEL_FILE), n_ctx=2048, n_threads=2, verbose=False)
+    llm = Llama(str(MODEL_DIR / MODEL_FILE), n_ctx=2048, n_threads=2, n_gpu_layers=gpu_layers(), verbose=False)
     template = build_template(llm.metadata["tokenizer.chat_template"], bos_text="", eos_text="", add_bos=False)
     question = ChoiceQuestion.model_validate(TEAM)
     options = options_of(question)
