@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256
+from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR, MODEL_FILE, MODEL_SHA256
 from decision_spec.gguf_metadata import ModelMetadata
 from decision_spec.manifest import read_manifest
 from decision_spec.memory import RUNTIME_OVERHEAD_MB, STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS, memory_needed_mb
@@ -25,8 +25,7 @@ from stacks.model_fit import FootprintContradicted, InstanceTooSmall
 from tests.cdk_support import PROD_FOOTPRINT, ROOT
 
 SUITE = "evaluation/support-suite.jsonl"
-DECIDER = Path("/tmp/decider/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")  # issue 44's model, where this machine has it
-DECIDER_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+DECIDER = DECIDER_DIR / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"  # issue 44's model, where `./dev decider` puts it
 
 
 def package(gguf: Path, sha256: str, out: Path) -> tuple[int, str]:
