@@ -25,6 +25,15 @@ def scratch(into: Path) -> Path:
     return into
 
 
+def with_model(tree: Path) -> Path:
+    """`tree` with the checkout's bundled model linked where the tree's launcher looks for it (tests that answer on
+    the model run in the tree too)."""
+    models = tree / ".cache" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (models / "smollm2").symlink_to(ROOT / ".cache" / "models" / "smollm2", target_is_directory=True)
+    return tree
+
+
 def tree_env(tree: Path) -> dict[str, str]:
     """The environment a process in `tree` runs with: the tree's own packages first on the path."""
     paths = [tree / "containers", tree / "tools", tree, tree / "clients" / "python"]
@@ -189,3 +198,224 @@ NEW_ANSWER_SETTING_CHECKS = [
     "tests/adapter/test_settings.py::test_readme_settings_table_is_the_settings_fields",
     "tests/decisionctl/test_answer_settings_carried.py::test_x_run_has_a_field_for_every_answer_setting",
 ]
+
+
+# A new question type with a categorical answer, `likert` (agreement with a statement on five fixed levels, answered
+# as a score is: the expected level and a probability per level): its name, levels and shape in the contract, its
+# models in the schemas, its kind, OpenAI's models and their translation, decisionctl's readback, and the two test
+# files that pin the type list (the wording of the list, the temperatures every answer's x_run reports).
+LIKERT_LEVELS = '("Strongly disagree", "Disagree", "Neither agree nor disagree", "Agree", "Strongly agree")'
+LIKERT_QUESTION = """
+
+class LikertQuestion(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: Literal["likert"]
+    instructions: Text | None = None  # the statement agreed or disagreed with
+    x_out_of_scope: OutOfScope = False
+    x_slot_probabilities: SlotProbabilities = False
+"""
+LIKERT_ANSWER = """
+
+class LikertAnswer(AnswerExtensions):
+    type: Literal["likert"] = "likert"
+    score: float  # the expected level, sum of i * p_i
+    legend: dict[str, Text]
+    probabilities: dict[str, float]
+    confidence: float
+"""
+LIKERT_KIND = '''
+
+class LikertKind(ScoreKind):
+    """Agreement with a statement on contract.LIKERT_LEVELS, answered as a score: the expected level."""
+
+    name = "likert"
+    answer_shape = SHAPE_OF_TYPE[name]
+    question_model = LikertQuestion
+    answer_model = LikertAnswer
+    default_instructions = "How much does the text agree with the statement?"
+
+    def options(self, question: Any) -> list[Option]:
+        return [Option(str(i), level, level) for i, level in enumerate(contract.LIKERT_LEVELS)]
+
+    def answer(self, question: Any, keys: list[str], probs: list[float], extensions: dict[str, Any]) -> Any:
+        return LikertAnswer(
+            score=contract.score_expectation(probs),
+            legend={str(i): level for i, level in enumerate(contract.LIKERT_LEVELS)},
+            probabilities={str(i): p for i, p in enumerate(probs)},
+            confidence=contract.score_confidence(probs),
+            **extensions,
+        )
+'''
+OPENAI_LIKERT_QUESTION = """
+
+class OpenAILikertQuestion(_Question):
+    model_config = ConfigDict(title="LikertQuestion")
+    type: Literal["likert"]
+"""
+OPENAI_LIKERT_ANSWER = """
+
+class OpenAILikertAnswer(AnswerExtensions):
+    type: Literal["likert"] = "likert"
+    name: str | None = None
+    score: float
+    confidence: float
+    probabilities: list[ScoreProbability]
+"""
+LIKERT_READBACK = """
+
+class LikertReadback(ScoreReadback):
+    name = "likert"
+
+    def case_options(self, criteria: Any) -> tuple[str, ...]:
+        return tuple(str(i) for i in range(len(contract.LIKERT_LEVELS)))
+
+    def case_question(self, answer: Any, final: str) -> tuple[dict[str, Any], Any]:
+        return {}, int(final)
+"""
+
+
+def new_question_type_steps() -> list[Step]:
+    def contract_(tree: Path) -> None:
+        path = tree / "containers/decision_spec/contract.py"
+        replace(
+            path,
+            'QuestionType = Literal["noul", "choice", "score"]',
+            'QuestionType = Literal["noul", "choice", "score", "likert"]',
+        )
+        replace(path, '"score": "categorical"}', '"score": "categorical", "likert": "categorical"}')
+        edit(path, "MIN_SCORE_LEVELS, MAX_SCORE_LEVELS", f"LIKERT_LEVELS = {LIKERT_LEVELS}\n")
+
+    def schemas(tree: Path) -> None:
+        path = tree / "containers/decision_spec/schemas.py"
+        replace(path, "\n\nAnyQuestion = ", LIKERT_QUESTION, before=True)
+        replace(
+            path,
+            "AnyQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion",
+            "AnyQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion | LikertQuestion",
+        )
+        replace(path, "\n\nAnswer = Annotated[", LIKERT_ANSWER, before=True)
+        replace(
+            path,
+            "NoulAnswer | ChoiceAnswer | ScoreAnswer, Field",
+            "NoulAnswer | ChoiceAnswer | ScoreAnswer | LikertAnswer, Field",
+        )
+
+    def kind(tree: Path) -> None:
+        path = tree / "containers/decision_spec/question_types.py"
+        replace(path, "    NoulAnswer,\n", "    LikertAnswer,\n    LikertQuestion,\n", before=True)
+        replace(path, "\n\n# In contract.QUESTION_TYPES order", LIKERT_KIND, before=True)
+        replace(
+            path, "(NoulKind(), ChoiceKind(), ScoreKind())", "(NoulKind(), ChoiceKind(), ScoreKind(), LikertKind())"
+        )
+
+    def openai_models(tree: Path) -> None:
+        path = tree / "containers/decision_adapter/openai_schemas.py"
+        replace(path, "\n\nOpenAIQuestion = Annotated[", OPENAI_LIKERT_QUESTION, before=True)
+        replace(path, "OpenAIScoreQuestion, Field(", "OpenAIScoreQuestion | OpenAILikertQuestion, Field(")
+        replace(path, "\n\nclass OpenAIRefusalAnswer", OPENAI_LIKERT_ANSWER, before=True)
+        replace(
+            path,
+            "OpenAIScoreAnswer | OpenAIRefusalAnswer",
+            "OpenAIScoreAnswer | OpenAILikertAnswer | OpenAIRefusalAnswer",
+        )
+        names = (
+            '    "LikertQuestion": "decision_adapter__schemas__LikertQuestion",\n'
+            '    "OpenAILikertQuestion": "decision_adapter__openai_schemas__LikertQuestion",\n'
+        )
+        edit(path, '    "OpenAIScoreQuestion":', names)
+
+    def openai_translation(tree: Path) -> None:
+        path = tree / "containers/decision_adapter/openai_decisions.py"
+        replace(path, "    ScoreAnswer,\n", "    LikertAnswer,\n    LikertQuestion,\n", before=True)
+        asked = (
+            "        elif isinstance(q, oa.OpenAILikertQuestion):\n"
+            "            labels[qid] = list(LIKERT_LEVELS)\n"
+            '            questions[qid] = LikertQuestion(type="likert", **common)\n'
+        )
+        replace(path, "    request = DecisionRequest(model=body.model", asked, before=True)
+        answered = (
+            "    if isinstance(answer, LikertAnswer):\n"
+            "        return oa.OpenAILikertAnswer(\n"
+            "            name=name,\n"
+            "            score=answer.score,\n"
+            "            confidence=answer.confidence,\n"
+            "            probabilities=[\n"
+            "                oa.ScoreProbability(label=LIKERT_LEVELS[int(k)], value=int(k), probability=p)\n"
+            "                for k, p in answer.probabilities.items()\n"
+            "            ],\n"
+            "            **extensions,\n"
+            "        )\n"
+        )
+        replace(path, "    assert isinstance(answer, ScoreAnswer)\n", answered, before=True)
+        replace(
+            path,
+            "from decision_spec.schemas import (",
+            "from decision_spec.contract import LIKERT_LEVELS\n",
+            before=True,
+        )
+
+    def readback(tree: Path) -> None:
+        path = tree / "tools/decisionctl/readback.py"
+        replace(path, "\n\n# In contract.QUESTION_TYPES order", LIKERT_READBACK, before=True)
+        replace(
+            path,
+            "(NoulReadback(), ChoiceReadback(), ScoreReadback())",
+            "(NoulReadback(), ChoiceReadback(), ScoreReadback(), LikertReadback())",
+        )
+
+    def tests_(tree: Path) -> None:
+        replace(
+            tree / "tests/adapter/test_question_types.py",
+            'types_phrase() == "noul, choice or score"',
+            'types_phrase() == "noul, choice, score or likert"',
+        )
+        replace(
+            tree / "tests/adapter/test_question_types.py",
+            'match="noul, choice or score"',
+            'match="noul, choice, score or likert"',
+        )
+        replace(
+            tree / "tests/adapter/test_gguf_schemes.py",
+            '"score": 1.0, "choice.3_5": 0.75}',
+            '"score": 1.0, "likert": 1.0, "choice.3_5": 0.75}',
+        )
+
+    return [
+        ("its name, levels and shape in the contract", contract_),
+        ("its request and answer models in the schemas", schemas),
+        ("its kind, listed in KINDS", kind),
+        ("OpenAI's question and answer models", openai_models),
+        ("their translation to and from System One's", openai_translation),
+        ("decisionctl's readback", readback),
+        ("the two test files that pin the type list", tests_),
+    ]
+
+
+NEW_QUESTION_TYPE_CHECKS = ["tests/adapter/test_question_types.py", "tests/decisionctl/test_readback.py"]  # no model
+# the one check that answers on the model (it pins the temperatures every answer reports): run where it can change
+PINNED_TEMPERATURES = "tests/adapter/test_gguf_schemes.py::test_gguf_temperatures_are_softmax_of_logits_over_t"
+
+
+# Both routes asked a likert question by the tree's own adapter, started as `serve` on the bundled model: what each
+# answers (the probabilities per level and the expected level), as JSON on stdout.
+ASK_LIKERT = """
+import json, sys, tempfile
+from pathlib import Path
+
+import httpx
+from decision_adapter.launcher import start_adapter
+
+state = "The delivery came two days late, but support refunded the shipping at once and apologised."
+statement = "The customer is satisfied with how the problem was handled."
+adapter = start_adapter(Path(tempfile.mkdtemp()))
+try:
+    with httpx.Client(base_url=adapter.url, timeout=120) as http:
+        question = {"type": "likert", "instructions": statement}
+        one = http.post("/v1/systemone", json={"state": state, "questions": {"q": question}})
+        two = http.post("/v1/decisions", json={"model": "jev-latest", "input": state, "questions": [question]})
+    body = lambda r: r.json() if r.headers.get("content-type", "").startswith("application/json") else r.text
+    print(json.dumps({"systemone": [one.status_code, body(one)], "decisions": [two.status_code, body(two)]}))
+finally:
+    adapter.stop()
+"""

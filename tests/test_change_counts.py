@@ -1,26 +1,34 @@
-"""docs/architecture.md's counts, measured by making the change: a new CLI command and a new setting that changes
-answers, each added step by step in a scratch copy of the committed tree, the structural checks run after each step
-(tests/change_counts_support.py)."""
+"""docs/architecture.md's counts, measured by making the change: a new CLI command, a new setting that changes answers
+and a new question type, each added step by step in a scratch copy of the committed tree, the structural checks run
+after each step (tests/change_counts_support.py)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.change_counts_support import (
+    ASK_LIKERT,
     NEW_ANSWER_SETTING_CHECKS,
     NEW_COMMAND_CHECKS,
+    NEW_QUESTION_TYPE_CHECKS,
+    PINNED_TEMPERATURES,
     failing,
     new_answer_setting_steps,
     new_command_steps,
+    new_question_type_steps,
     scratch,
     tree_env,
+    with_model,
 )
 
-pytestmark = pytest.mark.slow  # pytest runs in a scratch tree: 30 to 45 s for the command, about 40 s for the setting
+pytestmark = pytest.mark.slow  # pytest runs in a scratch tree: 30 to 45 s for the command, about 40 s for the setting,
+# about 90 s for the question type (the model loaded in the tree three times, its routes asked twice)
 
 
 def test_a_new_cli_command_is_three_code_files_and_two_places_in_the_docs(tmp_path: Path) -> None:
@@ -70,3 +78,60 @@ def test_a_new_answer_setting_is_three_code_files_a_test_row_and_a_readme_row(tm
     served[1](tree)  # the adapter reports the value in force: a third code file no check asks for
     carried = ["tests/decisionctl/test_answer_settings_carried.py", "tests/stacks/test_adapter_settings.py"]
     assert failing(tree, [*carried, "-k", "min_margin"]) == []  # every test parametrized by the new name passes
+
+
+def ask_likert(tree: Path) -> dict[str, Any]:
+    """Both routes of the tree's own adapter asked one likert question: {route: [status, body]}."""
+    ran = subprocess.run(
+        [sys.executable, "-c", ASK_LIKERT],
+        check=False,
+        cwd=tree,
+        env=tree_env(tree),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    result: dict[str, Any] = json.loads(ran.stdout)
+    return result
+
+
+def test_a_new_question_type_is_six_code_files_and_two_test_files(tmp_path: Path) -> None:
+    """A five-level `likert` type, answered as a score is. Each step leaves the checks that name the next ones failing;
+    no check names OpenAI's translation, but the route answers the type with a 500 until it is there; with all seven
+    steps both routes answer it on the model, the same probabilities on each."""
+    tree = with_model(scratch(tmp_path / "tree"))
+    types_file, readback_file = NEW_QUESTION_TYPE_CHECKS
+    kinds = f"{types_file}::test_every_contract_type_has_one_kind_in_contract_order"  # and the type list's wording
+    openai = f"{types_file}::test_every_type_is_asked_and_answered_on_openais_route_too"
+    contract_types = f"{types_file}::test_manifest_policy_and_cases_take_the_contract_types"  # and its wording
+    unions = f"{types_file}::test_the_kinds_name_the_models_the_schemas_unions_hold"
+    readback = f"{readback_file}::test_every_contract_type_has_its_readback_in_contract_order"
+    assert failing(tree, [*NEW_QUESTION_TYPE_CHECKS, PINNED_TEMPERATURES]) == []
+    contract_, schemas, kind, openai_models, translation, readback_module, test_files = new_question_type_steps()
+    contract_[1](tree)  # named, with its levels and shape: no kind, no models, no readback, no OpenAI tag
+    assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, openai, contract_types, readback])
+    schemas[1](tree)  # the unions hold models no kind names
+    assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, openai, contract_types, unions, readback])
+    kind[1](tree)
+    assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, openai, contract_types, readback])
+    openai_models[1](tree)
+    assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, contract_types, readback])
+    asked = ask_likert(tree)
+    assert asked["systemone"][0] == 200 and asked["decisions"][0] == 500  # System One answers; OpenAI's cannot yet
+    translation[1](tree)  # no check changes: the route itself asked for it
+    assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, contract_types, readback])
+    readback_module[1](tree)
+    assert failing(tree, [*NEW_QUESTION_TYPE_CHECKS, PINNED_TEMPERATURES]) == sorted(
+        [kinds, contract_types, PINNED_TEMPERATURES]
+    )
+    test_files[1](tree)  # the type list's wording and the temperatures every answer reports
+    assert failing(tree, [*NEW_QUESTION_TYPE_CHECKS, PINNED_TEMPERATURES]) == []
+    asked = ask_likert(tree)
+    (one_status, one), (two_status, two) = asked["systemone"], asked["decisions"]
+    assert one_status == two_status == 200
+    levels = one["answers"]["q"]["probabilities"]
+    assert list(levels) == ["0", "1", "2", "3", "4"] and abs(sum(levels.values()) - 1) < 1e-6
+    assert one["answers"]["q"]["type"] == two["answers"][0]["type"] == "likert"
+    by_route = [p["probability"] for p in two["answers"][0]["probabilities"]]
+    assert by_route == pytest.approx(list(levels.values()), abs=1e-9)  # one internal answer, two renderings

@@ -5,7 +5,7 @@ The engine, the prompt schemes, the policy, the handlers and decisionctl look a 
 of branching on its name. A new type: its name in `contract.QuestionType` (with its limits and confidence formula),
 its request and answer models in `schemas.py`, and its `QuestionKind` here, listed in `KINDS`; for OpenAI's
 `/v1/decisions` its models in `openai_schemas.py` and their translation in `openai_decisions.py`
-(docs/architecture.md lists the seven files).
+(docs/architecture.md lists the six, with decisionctl's readback; tests/test_change_counts.py makes the change).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ OPENAI_TAGS = {"noul": "predicate"}  # OpenAI's name where it differs from Syste
 
 def test_every_type_is_asked_and_answered_on_openais_route_too() -> None:
     """/v1/decisions validates its own models: a type missing there is refused with a 400 naming the tags it knows,
-    though the System One routes answer it (docs/architecture.md: seven files for a new type)."""
+    though the System One routes answer it (docs/architecture.md: six code files for a new type)."""
     wanted = {OPENAI_TAGS.get(name, name) for name in contract.QUESTION_TYPES}
     for union in (oa.OpenAIQuestion, oa.OpenAIAnswer):
         tags = {get_args(model.model_fields["type"].annotation)[0] for model in union_members(union)}
