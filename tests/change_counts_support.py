@@ -40,18 +40,23 @@ def tree_env(tree: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths)), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def failing(tree: Path, tests: list[str]) -> list[str]:
-    """The node ids of `tests` that fail in `tree`, its packages imported from the tree itself (ahead of the
-    checkout's editable install on the path)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
+def run_in(tree: Path, args: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """This Python run in `tree` with `args`, the tree's packages first on the path; its output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
         check=False,
         cwd=tree,
         env=tree_env(tree),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
+
+
+def failing(tree: Path, tests: list[str]) -> list[str]:
+    """The node ids of `tests` that fail in `tree`, its packages imported from the tree itself (ahead of the
+    checkout's editable install on the path)."""
+    done = run_in(tree, ["-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "-o", "addopts=", *tests], timeout=600)
     found = sorted(set(re.findall(r"^FAILED (\S+)", done.stdout, re.M)))
     if done.returncode not in (0, 1) or (done.returncode == 1 and not found):
         raise RuntimeError(f"pytest could not run in the scratch tree (exit {done.returncode}):\n{done.stdout[-3000:]}")

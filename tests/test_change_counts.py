@@ -5,8 +5,6 @@ after each step (tests/change_counts_support.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,8 @@ from tests.change_counts_support import (
     new_answer_setting_steps,
     new_command_steps,
     new_question_type_steps,
+    run_in,
     scratch,
-    tree_env,
     with_model,
 )
 
@@ -46,15 +44,7 @@ def test_a_new_cli_command_is_three_code_files_and_two_places_in_the_docs(tmp_pa
     ]
     docs[1](tree)  # its row in cli.md's table and its section
     assert failing(tree, NEW_COMMAND_CHECKS) == []
-    ran = subprocess.run(
-        [sys.executable, "-m", "decisionctl.commands.cli", "case-mix", "evaluation/decider/fit.jsonl"],
-        check=False,
-        cwd=tree,
-        env=tree_env(tree),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    ran = run_in(tree, ["-m", "decisionctl.commands.cli", "case-mix", "evaluation/decider/fit.jsonl"], timeout=120)
     assert ran.returncode == 0 and "choice" in ran.stdout, ran.stderr[-2000:]
 
 
@@ -82,15 +72,7 @@ def test_a_new_answer_setting_is_three_code_files_a_test_row_and_a_readme_row(tm
 
 def ask_likert(tree: Path) -> dict[str, Any]:
     """Both routes of the tree's own adapter asked one likert question: {route: [status, body]}."""
-    ran = subprocess.run(
-        [sys.executable, "-c", ASK_LIKERT],
-        check=False,
-        cwd=tree,
-        env=tree_env(tree),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    ran = run_in(tree, ["-c", ASK_LIKERT], timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
     result: dict[str, Any] = json.loads(ran.stdout)
     return result
