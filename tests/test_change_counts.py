@@ -79,15 +79,16 @@ def ask_likert(tree: Path) -> dict[str, Any]:
 
 
 def test_a_new_question_type_is_six_code_files_and_two_test_files(tmp_path: Path) -> None:
-    """A five-level `likert` type, answered as a score is. Each step leaves the checks that name the next ones failing;
-    no check names OpenAI's translation, but the route answers the type with a 500 until it is there; with all seven
-    steps both routes answer it on the model, the same probabilities on each."""
+    """A five-level `likert` type, answered as a score is. Each step leaves the checks that name the next ones failing
+    (OpenAI's route answers the type with a 500 until its translation is there, and a check names that too); with
+    all seven steps both routes answer it on the model, the same probabilities on each."""
     tree = with_model(scratch(tmp_path / "tree"))
     types_file, readback_file = NEW_QUESTION_TYPE_CHECKS
     kinds = f"{types_file}::test_every_contract_type_has_one_kind_in_contract_order"  # and the type list's wording
     openai = f"{types_file}::test_every_type_is_asked_and_answered_on_openais_route_too"
     contract_types = f"{types_file}::test_manifest_policy_and_cases_take_the_contract_types"  # and its wording
     unions = f"{types_file}::test_the_kinds_name_the_models_the_schemas_unions_hold"
+    translated = f"{types_file}::test_every_openai_question_is_translated_and_every_answer_rendered"
     readback = f"{readback_file}::test_every_contract_type_has_its_readback_in_contract_order"
     assert failing(tree, [*NEW_QUESTION_TYPE_CHECKS, PINNED_TEMPERATURES]) == []
     contract_, schemas, kind, openai_models, translation, readback_module, test_files = new_question_type_steps()
@@ -97,11 +98,11 @@ def test_a_new_question_type_is_six_code_files_and_two_test_files(tmp_path: Path
     assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, openai, contract_types, unions, readback])
     kind[1](tree)
     assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, openai, contract_types, readback])
-    openai_models[1](tree)
-    assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, contract_types, readback])
+    openai_models[1](tree)  # OpenAI validates the type, translates nothing of it
+    assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, contract_types, readback, translated])
     asked = ask_likert(tree)
     assert asked["systemone"][0] == 200 and asked["decisions"][0] == 500  # System One answers; OpenAI's cannot yet
-    translation[1](tree)  # no check changes: the route itself asked for it
+    translation[1](tree)
     assert failing(tree, NEW_QUESTION_TYPE_CHECKS) == sorted([kinds, contract_types, readback])
     readback_module[1](tree)
     assert failing(tree, [*NEW_QUESTION_TYPE_CHECKS, PINNED_TEMPERATURES]) == sorted(

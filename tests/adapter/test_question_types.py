@@ -49,6 +49,22 @@ def test_every_type_is_asked_and_answered_on_openais_route_too() -> None:
         assert tags - {"refusal"} == wanted, union  # a declined question is an answer of its own
 
 
+def test_every_openai_question_is_translated_and_every_answer_rendered() -> None:
+    """openai_decisions.py names each of OpenAI's question models where it translates a question to System One's and
+    builds each of OpenAI's answer models where it renders one back: a type with its models but no translation is
+    seen here, not as a 500 on /v1/decisions (tests/test_change_counts.py's new type shows both)."""
+    import inspect
+
+    from decision_adapter import openai_decisions
+
+    asked = inspect.getsource(openai_decisions.to_decision_request)
+    rendered = inspect.getsource(openai_decisions.answer_of)
+    questions = {model.__name__ for model in union_members(oa.OpenAIQuestion)}
+    answers = {model.__name__ for model in union_members(oa.OpenAIAnswer)}
+    assert {name for name in questions if f"oa.{name})" not in asked} == set()  # isinstance(q, oa.<Model>)
+    assert {name for name in answers if f"oa.{name}(" not in rendered} == set()
+
+
 def test_every_contract_type_has_one_kind_in_contract_order() -> None:
     assert tuple(KINDS) == contract.QUESTION_TYPES == get_args(contract.QuestionType)
     assert all(kind.name == name for name, kind in KINDS.items())
