@@ -21,10 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR, library_env, start_adapter
+from decision_adapter.launcher import MODEL_DIRS, library_env, start_adapter
 
 ROOT = Path(__file__).resolve().parents[1]
-DIRS = {"dev": MODEL_DIR, "prod": DECIDER_DIR}
 
 
 def scratch_root(kind: str) -> Path:
@@ -97,11 +96,11 @@ def run(env_name: str, label: str, *, env: dict[str, str], model_dir: Path, cdk_
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("env", choices=sorted(DIRS))
+    parser.add_argument("env", choices=sorted(MODEL_DIRS))
     parser.add_argument("--lib", type=Path, required=True, help="another llama.cpp build's shared libraries")
     parser.add_argument("cases", nargs="*", help="which of 1-4 to run (default: all)")
     args = parser.parse_intermixed_args()
-    d, build, only = DIRS[args.env], args.lib.resolve(), set(args.cases)
+    d, build, only = MODEL_DIRS[args.env], args.lib.resolve(), set(args.cases)
     if not only or "1" in only:
         run(args.env, "same artifact, 4 threads", env={"SM_LLAMA_CPP_THREADS": "4"}, model_dir=d)
     if not only or "2" in only:

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from decision_adapter.launcher import MODEL_DIRS, library_env, start_adapter
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "drift.json"
 SETTINGS = {  # name=value -> the adapter's environment
@@ -36,7 +38,6 @@ SETTINGS = {  # name=value -> the adapter's environment
 
 
 def measure(setting: str, env_name: str, lib: Path | None = None, model_dir: Path | None = None) -> dict[str, Any]:
-    from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR, library_env, start_adapter
     from decision_spec.evaluation_record import EvaluationConfig
     from decisionctl.evaluation import scoring
     from decisionctl.evaluation.cases import case_digest, parse_cases
@@ -48,7 +49,7 @@ def measure(setting: str, env_name: str, lib: Path | None = None, model_dir: Pat
     cdk = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))
     evaluation = EvaluationConfig.model_validate(cdk["context"]["environments"][env_name]["evaluation"])
     record = json.loads((ROOT / evaluation.record).read_text(encoding="utf-8"))
-    model_dir = model_dir or (MODEL_DIR if env_name == "dev" else DECIDER_DIR)
+    model_dir = model_dir or MODEL_DIRS[env_name]
     if record["artifact"]["model_file"] not in {p.name for p in model_dir.glob("*.gguf")}:
         raise SystemExit(f"{model_dir} does not hold {record['artifact']['model_file']} (./dev decider fetches it)")
     suite = ROOT / record["suite"]["path"]
@@ -118,7 +119,7 @@ def summary() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--setting", default=None, help="e.g. threads=4, batch=64, flash_attn=true (comma-joined)")
-    parser.add_argument("--env", default="dev", choices=("dev", "prod"), help="whose model and record (default dev)")
+    parser.add_argument("--env", default="dev", choices=sorted(MODEL_DIRS), help="whose model and record (default dev)")
     parser.add_argument(
         "--lib",
         type=Path,

@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from adapter_timing import CHOICE, EIGHT, LONG_STATE, TICKET, close_clients, post
-from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR, AdapterProcess, start_adapter
+from decision_adapter.identity import nvidia_smi
+from decision_adapter.launcher import MODEL_DIRS, AdapterProcess, start_adapter
 from decisionctl.load.closed_loop import percentiles
 from drift_bench import measure
 
@@ -80,31 +79,16 @@ def _throughput(adapter: AdapterProcess, clients: int, per_client: int, tag: str
     return {"clients": clients, "decisions": done, "seconds": round(seconds, 3), "per_second": done / seconds}
 
 
-def _gpu_apps() -> list[str]:
-    """nvidia-smi's compute processes and the GPU memory each holds ([] without a GPU)."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return []
-    out = subprocess.run(
-        [exe, "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    ).stdout
-    return [line.strip() for line in out.splitlines() if line.strip()]
-
-
 def latency(env_name: str, cpu_threads: int, n: int, model_dir: Path | None) -> dict[str, Any]:
-    model_dir = model_dir or (MODEL_DIR if env_name == "dev" else DECIDER_DIR)
+    model_dir = model_dir or MODEL_DIRS[env_name]
     out: dict[str, Any] = {}
-    for name, env in (
-        ("cpu", {"SM_LLAMA_CPP_THREADS": str(cpu_threads), "SM_LLAMA_CPP_N_GPU_LAYERS": "0"}),
-        ("gpu", {"SM_LLAMA_CPP_N_GPU_LAYERS": ALL_LAYERS}),
+    for name, env, unset in (  # the GPU adapter takes the adapter's own thread default
+        ("cpu", {"SM_LLAMA_CPP_THREADS": str(cpu_threads), "SM_LLAMA_CPP_N_GPU_LAYERS": "0"}, ()),
+        ("gpu", {"SM_LLAMA_CPP_N_GPU_LAYERS": ALL_LAYERS}, ("SM_LLAMA_CPP_THREADS",)),
     ):
         tmp = Path(tempfile.mkdtemp(prefix=f"gpu-bench-{name}-"))
         t0 = time.perf_counter()
-        adapter = start_adapter(tmp, model_dir=model_dir, env=env, unset=("SM_LLAMA_CPP_THREADS",) * (name == "gpu"))
+        adapter = start_adapter(tmp, model_dir=model_dir, env=env, unset=unset)
         started = time.perf_counter() - t0
         try:
             _, first = post(adapter, {"state": TICKET + "(warm-up)", "questions": {"q": CHOICE}})  # first-call set-up
@@ -113,7 +97,8 @@ def latency(env_name: str, cpu_threads: int, n: int, model_dir: Path | None) -> 
                 "start_s": round(started, 2),
                 "hardware": run.get("hardware"),
                 "n_gpu_layers": run.get("n_gpu_layers"),
-                "gpu_memory_in_use": _gpu_apps(),  # the proof that layers went to the GPU, not only the setting
+                # nvidia-smi's compute processes and their GPU memory: the proof that layers went to the GPU
+                "gpu_memory_in_use": nvidia_smi("--query-compute-apps=pid,used_memory", "--format=csv,noheader"),
             }
             row["one_question"] = _serial(
                 adapter, [{"state": f"{TICKET}(ticket {i})", "questions": {"q": CHOICE}} for i in range(n)]
@@ -187,7 +172,7 @@ def table(result: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="dev", choices=("dev", "prod"), help="whose model and record (default dev)")
+    parser.add_argument("--env", default="dev", choices=sorted(MODEL_DIRS), help="whose model and record (default dev)")
     parser.add_argument("--model-dir", type=Path, default=None, help="the artifact (default: the env's model)")
     parser.add_argument("--requests", type=int, default=40, help="serial requests per latency row (default 40)")
     parser.add_argument("--cpu-threads", type=int, default=os.cpu_count() or 2, help="the CPU adapter's threads")

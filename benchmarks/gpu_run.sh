@@ -42,17 +42,25 @@ STEPS=${GPU_STEPS:-bench tests}
 [[ $STEPS == check ]] && { step "checked: the wheels load"; exit 0; }
 
 step "models"
-for staged in "$STAGE"/model-*; do
-  env=${staged##*/model-}
-  dir=$(python3 -c "from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR; print({'dev': MODEL_DIR, 'prod': DECIDER_DIR}['$env'])")
-  file=$(python3 -c "import json; print(json.load(open('$staged/manifest.json'))['model_file'])")
-  want=$(python3 -c "import json; print(json.load(open('$staged/manifest.json'))['sha256'])")
-  mkdir -p "$dir" && cp "$staged/manifest.json" "$dir/"
-  [[ -f $dir/$file ]] || cat "$staged"/part.* > "$dir/$file"
-  got=$(sha256sum "$dir/$file" | cut -d' ' -f1)
-  [[ $got == "$want" ]] || { echo "$env: $file sha256 $got, the manifest says $want"; exit 1; }
-  echo "$env: $dir/$file sha256 $got (as its manifest)"
-done
+# each staged env's parts joined in its model directory, checked against its manifest by the adapter's own verifier
+python3 - "$STAGE" <<'PY' || exit 1
+import shutil, sys
+from pathlib import Path
+from decision_adapter.launcher import MODEL_DIRS
+from decision_spec.manifest import MANIFEST_NAME, read_manifest, verify_model
+
+for staged in sorted(Path(sys.argv[1]).glob("model-*")):
+    env, manifest = staged.name.removeprefix("model-"), read_manifest(staged / MANIFEST_NAME)
+    target = MODEL_DIRS[env]
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(staged / MANIFEST_NAME, target / MANIFEST_NAME)
+    gguf = target / manifest.model_file
+    with gguf.open("wb") as out:  # joined again on every run: a bad join is never kept
+        for part in sorted(staged.glob("part.*")):
+            with part.open("rb") as f:
+                shutil.copyfileobj(f, out)
+    print(env, gguf, "sha256", verify_model(gguf).sha256, "(as its manifest)")
+PY
 
 if [[ " $STEPS " == *" bench "* ]]; then
   step "gpu_bench: agreement and latency, CPU against GPU"
@@ -67,12 +75,10 @@ if [[ " $STEPS " == *" tests "* ]]; then
   # the adapter's tests that answer on the model (the app in the test process offloads every layer; an adapter a
   # test starts as a process stays on the CPU); the model-free ones have nothing to show here
   step "the adapter's model tests, every layer on the GPU"
-  all=""
-  for f in decisions adaptive_debias state_cache contract_edges jsonlines caller_text injection_defense_tokens \
-    intercept_served gguf_schemes jevcompat bounded_work deadline; do
-    [[ -f tests/adapter/test_adapter_$f.py ]] && all+=" tests/adapter/test_adapter_$f.py" || all+=" tests/adapter/test_$f.py"
-  done
-  read -ra tests <<< "${GPU_TESTS:-$all}"
+  tests=(adapter_decisions adaptive_debias state_cache adapter_contract_edges adapter_jsonlines caller_text
+    injection_defense_tokens intercept_served gguf_schemes jevcompat bounded_work deadline)
+  tests=("${tests[@]/#/tests/adapter/test_}") && tests=("${tests[@]/%/.py}")
+  [[ -z ${GPU_TESTS:-} ]] || read -ra tests <<< "$GPU_TESTS"
   TEST_GPU_LAYERS=999 PYTHONUNBUFFERED=1 timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -v -p no:cacheprovider \
     --timeout 120 "${tests[@]}" > "$OUT/tests.log" 2>&1
   echo "pytest exit $?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/tests.log" | tail -n 30

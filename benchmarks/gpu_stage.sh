@@ -43,7 +43,7 @@ n=1 room=$((budget - $(du -sb /tmp/gpu-stage | cut -f1)))
 ((room > 0)) || { echo "the wheels alone are over $PART_MIB MiB"; exit 1; }
 mkdir -p .gpu-1 && cp -r /tmp/gpu-stage/. .gpu-1/
 for env in $ENVS; do
-  dir=$("$PY" -c "from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR; print({'dev': MODEL_DIR, 'prod': DECIDER_DIR}['$env'])")
+  dir=$("$PY" -c "from decision_adapter.launcher import MODEL_DIRS; print(MODEL_DIRS['$env'])")
   model=$dir/$("$PY" -c "import json; print(json.load(open('$dir/manifest.json'))['model_file'])")
   mkdir -p ".gpu-1/model-$env" && cp "$dir/manifest.json" ".gpu-1/model-$env/"
   size=$(stat -c %s "$model") offset=0 k=0

@@ -39,7 +39,6 @@ QUESTION = {
     ),
 }
 THRESHOLDS = (0.5, 0.7, 0.8, 0.9, 0.95)
-BENIGN_SETS = ("flags_corpus", "suite_states", "position_balanced_states", "decider_suite_states")
 
 
 def sets(per_family: int) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
@@ -104,7 +103,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.summary:
         saved = json.loads(args.summary.read_text(encoding="utf-8"))
-        benign_sets = [k for k in saved["probabilities"] if k in BENIGN_SETS]
+        benign_sets = list(next(iter(saved["thresholds"].values()))["false_flags"])  # as the run saved them
         print_ranking(ranking(saved["probabilities"], benign_sets))
         return 0
 
@@ -112,7 +111,6 @@ def main() -> int:
     from decision_adapter.launcher import start_adapter
 
     attacks, benign = sets(args.per_family)
-    assert tuple(benign) == BENIGN_SETS, "the summary reads the benign sets by these names"
     total = sum(map(len, attacks.values())) + sum(map(len, benign.values()))
     adapter = start_adapter(Path(tempfile.mkdtemp(prefix="model-flag-")), model_dir=args.model_dir)
     probs: dict[str, list[float]] = {}

@@ -419,8 +419,7 @@ try:
         question = {"type": "likert", "instructions": statement}
         one = http.post("/v1/systemone", json={"state": state, "questions": {"q": question}})
         two = http.post("/v1/decisions", json={"model": "jev-latest", "input": state, "questions": [question]})
-    body = lambda r: r.json() if r.headers.get("content-type", "").startswith("application/json") else r.text
-    print(json.dumps({"systemone": [one.status_code, body(one)], "decisions": [two.status_code, body(two)]}))
+    print(json.dumps({"systemone": [one.status_code, one.json()], "decisions": [two.status_code, two.json()]}))
 finally:
     adapter.stop()
 """

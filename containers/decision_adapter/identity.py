@@ -35,23 +35,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def gpus() -> list[Gpu]:
-    """GPU names and memory from nvidia-smi where present (the container cannot be told its instance type)."""
+def nvidia_smi(*args: str) -> list[list[str]]:
+    """nvidia-smi's CSV rows for `args` (a --query-... and --format=csv,noheader), each field stripped; [] where there
+    is no nvidia-smi or it fails."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return []
     try:
-        out = subprocess.run(
-            [exe, "--query-gpu=name,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
+        out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    rows = [line.split(",") for line in out.strip().splitlines() if line.strip()]
-    return [Gpu(name=r[0].strip(), memory=r[1].strip() if len(r) > 1 else "") for r in rows]
+    return [[field.strip() for field in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+
+
+def gpus() -> list[Gpu]:
+    """GPU names and memory from nvidia-smi where present (the container cannot be told its instance type)."""
+    rows = nvidia_smi("--query-gpu=name,memory.total", "--format=csv,noheader")
+    return [Gpu(name=r[0], memory=r[1] if len(r) > 1 else "") for r in rows]
 
 
 def hardware(threads: int | None) -> Hardware:

@@ -25,6 +25,7 @@ MODEL_DIR = Path(os.environ.get("DECISION_TEST_MODEL_DIR", ROOT / ".cache" / "mo
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DECIDER_DIR = ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"  # where `./dev decider` packages the decider
+MODEL_DIRS = {"dev": MODEL_DIR, "prod": DECIDER_DIR}  # each environment's model (cdk.json) on a checkout
 
 
 def library_env(lib: Path) -> dict[str, str]:
