@@ -38,7 +38,7 @@ DECISION = {"model": "jev-latest", "state": TICKET, "questions": {"refund": NOUL
 CONTEXTS = 1
 CHAT_CONTEXTS = 1  # chat asked for (the default is 0): the chat lane tests need it
 BODY_LIMIT = 1 << 20
-WAIT_S = 2.0
+WAIT_S = 0.5
 MODULE_ENV = {
     "DECISION_MAX_CONCURRENCY": str(CONTEXTS),
     "DECISION_CHAT_CONTEXTS": str(CHAT_CONTEXTS),
@@ -47,8 +47,10 @@ MODULE_ENV = {
     "DECISION_ADMISSION_WAIT_S": str(WAIT_S),
     "DECISION_MAX_BODY_BYTES": str(BODY_LIMIT),
 }
-# 256 tokens (finish_reason "length") from the bundled model at temperature 0: seconds of generation here
-CHAT = {"messages": [{"role": "user", "content": "Write a long story about a ship."}], "max_tokens": 256}
+# 384 tokens (finish_reason "length") from the bundled model at temperature 0: 3.0 s of generation on a 2-core
+# EPYC, six times WAIT_S. At 256 tokens and a 2 s wait the chat ended 2.0 s in, as the second chat's wait did, and a
+# CI run served that second chat instead of refusing it.
+CHAT = {"messages": [{"role": "user", "content": "Write a long story about a ship."}], "max_tokens": 384}
 SENTENCE = "The customer says the March invoice was charged twice, the refund never came and the login fails. "
 
 
@@ -81,6 +83,7 @@ class Running:
     def __init__(self, adapter: AppServer, body: dict[str, object], route: str = "/v1/systemone") -> None:
         self.response: httpx.Response | None = None
         self.answered_at = 0.0
+        self.sent_at = time.perf_counter()
         self.thread = threading.Thread(target=self._send, args=(adapter.url + route, body))
         self.thread.start()
 
@@ -135,7 +138,7 @@ def test_a_429_says_when_the_requests_ahead_will_be_done(adapter: AppServer) -> 
 
 
 def test_a_decision_is_served_while_a_chat_generation_holds_the_chat_context(adapter: AppServer) -> None:
-    """A 256-token chat holds the only chat context for seconds; a decision sent meanwhile is answered before it
+    """A 384-token chat holds the only chat context for seconds; a decision sent meanwhile is answered before it
     ends (on one shared context it waited behind it), and a second chat, finding the chat lane full, waits and is
     turned away by the chat lane's own admission while the decision lane refuses nothing."""
     before = decision_lane(adapter)
@@ -146,8 +149,10 @@ def test_a_decision_is_served_while_a_chat_generation_holds_the_chat_context(ada
     decided_at = time.perf_counter()
     generated = chat.join()
     assert decision.status_code == 200, decision.text
-    assert generated.status_code == 200 and generated.json()["usage"]["completion_tokens"] == 256
+    assert generated.status_code == 200 and generated.json()["usage"]["completion_tokens"] == 384
     assert decided_at < chat.answered_at
+    # the premise of the refusal below: the chat still held its context a full WAIT_S after the second chat came
+    assert chat.answered_at - second_chat.sent_at > WAIT_S, "the chat ended before the second chat's wait did"
     refused = second_chat.join()
     assert refused.status_code == 429 and "capacity for chat" in refused.json()["detail"]["message"]
     after = decision_lane(adapter)
