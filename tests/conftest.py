@@ -19,6 +19,7 @@ from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256, Adapt
 
 from tests.app_support import AppServer, close_shared_services, start_app
 from tests.model_time import ModelTime, wrap_eval
+from tests.suite_time import by_directory
 
 # Test modules import the launcher's names from here as well as the fixtures.
 __all__ = ["MODEL_DIR", "MODEL_FILE", "MODEL_SHA256", "AdapterProcess", "start_adapter"]
@@ -44,6 +45,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if MODEL_TIME.total().tokens:
         terminalreporter.section("model time")
         for line in MODEL_TIME.report(time.perf_counter() - _SESSION_STARTED):
+            terminalreporter.write_line(line)
+    reports = [r for kept in terminalreporter.stats.values() for r in kept]  # passed set-ups are kept under ""
+    if reports:
+        terminalreporter.section("time per directory")
+        for line in by_directory(reports, MODEL_TIME):
             terminalreporter.write_line(line)
 
 
