@@ -1,5 +1,6 @@
 """evaluate --fit-calibration's yes/no temperature and intercept fitted together: a planted shift recovered, an
-intercept the answers were served with taken off first, nothing written where the held-out ECE does not fall, and
+intercept the answers were served with taken off first, the pair judged by held-out log-loss (a lean that a flat
+temperature hides from ECE is still corrected), nothing written where the held-out log-loss does not fall, and
 predictions refused for a policy where they were served under another intercept than the manifest's."""
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def test_the_fit_recovers_a_planted_shift_and_writes_it() -> None:
     fitted = result["per_type"]["noul"]
     assert fitted["pair_intercept"] == pytest.approx(PLANTED, abs=0.1)
     assert fitted["pair_temperature"] == pytest.approx(1.0, rel=0.1)
-    assert fitted["pair_applied"] and fitted["heldout_ece_pair"] < fitted["heldout_ece_without_pair"]
+    assert fitted["pair_applied"] and fitted["heldout_nll_pair"] < fitted["heldout_nll_without_pair"]
     assert result["improved"]
     block = temperatures.to_calibration(result, {"cases_file": "synthetic"})
     assert block.intercept is not None and block.intercept["noul"] == pytest.approx(PLANTED, abs=0.1)
@@ -68,7 +69,27 @@ def test_an_intercept_the_answers_were_served_with_is_taken_off_before_the_fit()
     assert temperatures.to_calibration(result, {}).intercept_for("noul") == pytest.approx(PLANTED, abs=0.1)
 
 
-def test_nothing_is_written_where_the_pair_does_not_lower_the_heldout_ece(tmp_path: Path) -> None:
+def shifted_signal(n: int, seed: int) -> list[Prediction]:
+    """Log-odds z ~ N(2, 2) served at T 1, where the truth is sigmoid(z - 2): signal, and a lean to yes of 2."""
+    rng = random.Random(seed)
+    preds = []
+    for i in range(n):
+        z = rng.gauss(2.0, 2.0)
+        preds.append(noul(f"n{i:04d}", sigmoid(z), 0 if rng.random() < sigmoid(z - 2.0) else 1))
+    return preds
+
+
+def test_a_lean_that_a_flat_temperature_hides_from_ece_is_still_corrected() -> None:
+    """On these 200 cases the temperature alone (T 2.4) flattens the answers and wins the held-out ECE, 0.080
+    against the pair's 0.165, but not the held-out log-loss, 0.584 against 0.490: judged by ECE, as before, the
+    lean stayed (the decider's yes/no, docs/decider.md); judged by log-loss, a proper score, the pair applies."""
+    fitted = temperatures.fit(shifted_signal(200, seed=5), seed=0)["per_type"]["noul"]
+    assert fitted["applied"] and fitted["heldout_ece_pair"] > fitted["heldout_ece_without_pair"]
+    assert fitted["heldout_nll_pair"] < fitted["heldout_nll_without_pair"]
+    assert fitted["pair_applied"] and fitted["pair_intercept"] < -1.5
+
+
+def test_nothing_is_written_where_the_pair_does_not_lower_the_heldout_log_loss(tmp_path: Path) -> None:
     """Fit part: always right at 0.6 (the fit pushes hard); held-out part: right half the time (that hurts)."""
     template = [noul(f"n{i:02d}", 0.6, 0, 1.5) for i in range(20)]
     _, held = temperatures.split(template, 0.4, seed=0)
@@ -76,7 +97,7 @@ def test_nothing_is_written_where_the_pair_does_not_lower_the_heldout_ece(tmp_pa
     preds = [noul(p.id, 0.6, 1 if p.id in flip else 0, 1.5) for p in template]
     result = temperatures.fit(preds, holdout=0.4, seed=0)
     fitted = result["per_type"]["noul"]
-    assert not fitted["pair_applied"] and fitted["heldout_ece_pair"] >= fitted["heldout_ece_without_pair"]
+    assert not fitted["pair_applied"] and fitted["heldout_nll_pair"] >= fitted["heldout_nll_without_pair"]
     assert not result["improved"]
     block = temperatures.to_calibration(result, {})
     assert block.intercept is None and block.for_type("noul") == 1.5

@@ -161,12 +161,13 @@ def _intercept_line(fitted: Mapping[str, Any]) -> str | None:
     """A line under evaluate's calibration table: the yes/no pair fitted and whether it applied (None: not fitted)."""
     if "pair_applied" not in fitted:
         return None
-    verdict = "applied" if fitted["pair_applied"] else "not applied: held-out ECE not lower than without it"
+    verdict = "applied" if fitted["pair_applied"] else "not applied: held-out log-loss not lower than without it"
     bound = " (search bound)" if fitted["pair_at_search_bound"] else ""
     return (
         f"noul temperature and intercept fitted together: T {fitted['pair_temperature']:.3f}, b "
-        f"{fitted['pair_intercept']:.3f}{bound} (b in force {fitted['intercept_before']:.3f}); held-out ECE "
-        f"{num(fitted['heldout_ece_without_pair'])} without, {num(fitted['heldout_ece_pair'])} with: {verdict}"
+        f"{fitted['pair_intercept']:.3f}{bound} (b in force {fitted['intercept_before']:.3f}); held-out log-loss "
+        f"{num(fitted['heldout_nll_without_pair'])} without, {num(fitted['heldout_nll_pair'])} with (ECE "
+        f"{num(fitted['heldout_ece_without_pair'])}, {num(fitted['heldout_ece_pair'])}): {verdict}"
     )
 
 

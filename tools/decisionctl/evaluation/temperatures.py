@@ -70,10 +70,11 @@ def fit(
     were served with (x_run.calibration.intercept), taken off before anything is fitted.
 
     A type's fitted temperature is applied only if it lowers that type's held-out ECE; otherwise the
-    temperature in force is kept. The yes/no pair is applied only if it lowers the held-out ECE below what
-    would be applied without it (the temperature alone, or the calibration in force). (The held-out part then
-    also chose what to apply, so the overall "after" figure is slightly optimistic: re-run evaluate on fresh
-    cases to confirm.)
+    temperature in force is kept. The yes/no pair is applied only if it lowers the held-out log-loss below what
+    would be applied without it (the temperature alone, or the calibration in force): a proper score, which a
+    temperature that flattens every answer to near 0.5 cannot win by hiding a lean, as it can win ECE. (The
+    held-out part then also chose what to apply, so the overall "after" figure is slightly optimistic: re-run
+    evaluate on fresh cases to confirm.)
     """
     fit_part, held = split(preds, holdout, seed)
     fit_groups, held_groups = metrics.by_type(fit_part), metrics.by_type(held)
@@ -112,9 +113,9 @@ def fit(
             "heldout_nll_after": nll(held_base, exponent) if before else None,
         }
         if qtype == "noul":
-            without = ece_fitted if applied else ece_before
+            without = ece_fitted if applied else ece_before  # reported beside the pair's; log-loss decides
             kept = 0.0 if applied else b0  # the intercept that applies without the pair
-            pair, chosen = _fit_pair(fit_base, held_base, chosen, t0=t0, b0=b0, kept=kept, without=without)
+            pair, chosen = _fit_pair(fit_base, held_base, chosen, t0=t0, b0=b0, kept=kept, ece_without=without)
             per_type[qtype].update(pair)
         held_after += chosen
     ece_before, ece_after = metrics.ece(held), metrics.ece(held_after)
@@ -140,24 +141,26 @@ def _fit_pair(
     t0: float,
     b0: float,
     kept: float,
-    without: float | None,
+    ece_without: float | None,
 ) -> tuple[dict[str, Any], list[Prediction]]:
     """The yes/no temperature and intercept fitted together on the fit part (answers with the served intercept `b0`
-    taken off), checked on the held-out part against `without` (the held-out ECE of `chosen`, what applies without the
-    pair, whose intercept is `kept`): the report's fields, and the held-out answers as they would then be served."""
+    taken off), checked on the held-out part against `chosen` (what applies without the pair, whose intercept is
+    `kept`) by log-loss: the report's fields, and the held-out answers as they would then be served."""
     pair = intercepts.fit_pair(fit_base)
     shifted = [intercepts.platt(p, pair.exponent, pair.intercept) for p in held_base]
-    ece_pair = metrics.ece(shifted)
-    applied = ece_pair is not None and without is not None and ece_pair < without
+    nll_pair = nll(shifted, 1.0) if shifted else None
+    nll_without = nll(chosen, 1.0) if chosen else None
+    applied = nll_pair is not None and nll_without is not None and nll_pair < nll_without
     report = {
         "intercept_before": b0,
         "pair_temperature": t0 / pair.exponent,
         "pair_exponent": pair.exponent,
         "pair_intercept": pair.intercept,
         "pair_at_search_bound": pair.at_search_bound,
-        "heldout_ece_without_pair": without,
-        "heldout_ece_pair": ece_pair,
-        "heldout_nll_pair": intercepts.nll(held_base, pair.exponent, pair.intercept) if held_base else None,
+        "heldout_ece_without_pair": ece_without,
+        "heldout_ece_pair": metrics.ece(shifted),
+        "heldout_nll_without_pair": nll_without,
+        "heldout_nll_pair": nll_pair,
         "pair_applied": applied,
         "intercept": pair.intercept if applied else kept,
     }
@@ -187,6 +190,8 @@ def to_calibration(result: dict[str, Any], provenance: dict[str, Any]) -> Calibr
                 "intercept": round(noul["pair_intercept"], 6),
                 "heldout_ece_without": noul["heldout_ece_without_pair"],
                 "heldout_ece_with": noul["heldout_ece_pair"],
+                "heldout_nll_without": noul["heldout_nll_without_pair"],
+                "heldout_nll_with": noul["heldout_nll_pair"],
                 "applied": noul["pair_applied"],
             }
         }
