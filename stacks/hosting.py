@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from decision_spec import memory as model_memory
 from decision_spec.config_base import FrozenConfig
 from decision_spec.memory import (
     MISSING_FOOTPRINT,
     SERVERLESS_MEMORY_MB,
     SERVERLESS_MEMORY_STEP_MB,
     ModelFootprint,
+    memory_needed_mb,
+    serverless_memory_mb,
 )
 from pydantic import Field
 
@@ -76,7 +77,7 @@ Hosting = Annotated[InstancesHosting | ComponentsHosting | ServerlessHosting, Fi
 DEFAULT_HOSTING = InstancesHosting(mode="instances")
 
 
-def serverless_memory_mb(
+def serverless_memory_of(
     hosting: ServerlessHosting,
     footprint: ModelFootprint | None,
     *,
@@ -88,7 +89,7 @@ def serverless_memory_mb(
     and the fix where it cannot fit (or where there is no footprint to size from)."""
     if footprint is None:
         raise ValueError(MISSING_FOOTPRINT)
-    return model_memory.serverless_memory_mb(
+    return serverless_memory_mb(
         hosting.memory_mb,
         footprint.gguf_bytes,
         footprint.kv_bytes_per_token,
@@ -183,7 +184,7 @@ def require_footprint(
     """For the environment's validation: components and serverless hosting size memory from model.footprint, and a
     serverless model must fit (ValueError with the numbers and the fix)."""
     if isinstance(hosting, ServerlessHosting):
-        serverless_memory_mb(hosting, footprint, ctx_size=ctx_size, contexts=contexts, state_cache_mb=state_cache_mb)
+        serverless_memory_of(hosting, footprint, ctx_size=ctx_size, contexts=contexts, state_cache_mb=state_cache_mb)
     elif isinstance(hosting, ComponentsHosting) and footprint is None:
         raise ValueError(
             "hosting.mode components reserves memory per copy from the model: set model.footprint (gguf_bytes: "
@@ -227,12 +228,12 @@ def hosted_memory_mb(
     """The memory a serverless variant gets, or a component copy reserves (MinMemoryRequiredInMb); None on instances
     (the instance type's memory). The environment's validation has refused a missing footprint."""
     if isinstance(hosting, ServerlessHosting):
-        return serverless_memory_mb(
+        return serverless_memory_of(
             hosting, footprint, ctx_size=ctx_size, contexts=contexts, state_cache_mb=state_cache_mb
         )
     if isinstance(hosting, ComponentsHosting):
         assert footprint is not None
-        return model_memory.memory_needed_mb(
+        return memory_needed_mb(
             footprint.gguf_bytes,
             footprint.kv_bytes_per_token,
             ctx_size=ctx_size,

@@ -13,7 +13,7 @@ from decisionctl.commands import cli
 from decisionctl.load import costs
 from decisionctl.load.prices import load_prices
 
-from stacks.hosting import ServerlessHosting, serverless_memory_mb
+from stacks.hosting import ServerlessHosting, serverless_memory_of
 from tests.cdk_support import ROOT, cdk_context
 
 PRICES = load_prices()
@@ -32,7 +32,7 @@ def test_the_price_table_is_dated_and_prices_serverless_as_unchecked_examples() 
 
 def test_dev_is_read_from_cdk_json_as_synth_sizes_it() -> None:
     dev = cdk_context()["environments"]["dev"]
-    memory = serverless_memory_mb(
+    memory = serverless_memory_of(
         ServerlessHosting(mode="serverless", max_concurrency=1, network_isolation=False),
         ModelFootprint.model_validate(dev["model"]["footprint"]),
         ctx_size=dev["cpu"]["ctx_size"],
@@ -44,7 +44,7 @@ def test_dev_is_read_from_cdk_json_as_synth_sizes_it() -> None:
     assert [s.name for s in prod] == ["cpu", "gpu"] and prod[1].serverless_memory_mb is None
     assert "CPU only" in prod[1].not_serverless and prod[0].not_serverless == ""  # prod's footprint is the decider's
     prod_cpu = cdk_context()["environments"]["prod"]
-    assert prod[0].serverless_memory_mb == serverless_memory_mb(
+    assert prod[0].serverless_memory_mb == serverless_memory_of(
         ServerlessHosting(mode="serverless", max_concurrency=1, network_isolation=False),
         ModelFootprint.model_validate(prod_cpu["model"]["footprint"]),
         ctx_size=prod_cpu["cpu"]["ctx_size"],

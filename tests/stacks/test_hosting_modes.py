@@ -13,7 +13,7 @@ from aws_cdk.assertions import Match
 from decision_spec.memory import memory_needed_mb
 
 from stacks.config import ConfigError, load_environment
-from stacks.hosting import ServerlessHosting, serverless_memory_mb
+from stacks.hosting import ServerlessHosting, serverless_memory_of
 from tests.cdk_support import (
     BATCH,
     HOSTING_VARIANTS,
@@ -245,7 +245,7 @@ def test_prod_serverless_memory_follows_the_model_and_the_gpu_stays_on_instances
     synth = synthesize("prod-serverless")
     cpu = synth.config.decision_endpoints["cpu"]
     assert isinstance(cpu.hosting, ServerlessHosting) and synth.config.model.footprint is not None
-    memory = serverless_memory_mb(
+    memory = serverless_memory_of(
         cpu.hosting, synth.config.model.footprint, ctx_size=cpu.ctx_size, contexts=cpu.max_concurrency
     )
     assert synth.config.model.footprint.gguf_bytes == 1_117_320_768  # prod's model is the decider, its own footprint
