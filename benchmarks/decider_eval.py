@@ -145,6 +145,46 @@ def calibration_lines(parts: dict[str, list[Prediction]], report: dict[str, Any]
         f"| {k} | {v['said_yes']:.0%} | {v['is_yes']:.0%} | {v['accuracy']:.1%} | {v['ece']:.3f} |"
         for k, v in lean.items()
     ]
+    return lines + level_prior_lines(fit, test, report)
+
+
+def level_prior_lines(fit: list[Prediction], test: list[Prediction], report: dict[str, Any]) -> list[str]:
+    """The score questions' lean to levels: a log-bias per level (per number of levels) fitted on the fit part,
+    measured on the test part; offline only (the adapter serves no level prior)."""
+    rows: dict[str, Any] = {}
+    for levels in sorted({len(p.probs) for p in test if p.type == "score"}):
+        fitted = [p for p in fit if p.type == "score" and len(p.probs) == levels]
+        tested = [p for p in test if p.type == "score" and len(p.probs) == levels]
+        if not fitted:
+            continue
+        bias = st.fit_level_prior(fitted)
+        after = [st.with_level_prior(p, bias) for p in tested]
+        rows[str(levels)] = {
+            "fit_cases": len(fitted),
+            "test_cases": len(tested),
+            "bias": bias,
+            **{
+                name: {
+                    "picks_level_0": sum(p.predicted_index == 0 for p in g) / len(g),
+                    "is_level_0": sum(p.expected_index == 0 for p in g) / len(g),
+                    "accuracy": metrics.accuracy(g),
+                    "ece": metrics.ece(g),
+                }
+                for name, g in (("as served", tested), ("level prior fitted on fit", after))
+            },
+        }
+    report["calibration"]["score_level_prior"] = rows
+    lines = ["", "score lean, test part (a log-bias per level fitted on fit; offline, not served):"]
+    lines += ["", "| levels | cases (fit, test) | bias per level | | picks level 0 | is level 0 | accuracy | ECE |"]
+    lines += ["|---|---|---|---|---|---|---|---|"]
+    for levels, row in rows.items():
+        bias = " ".join(f"{b:+.2f}" for b in row["bias"])
+        for name in ("as served", "level prior fitted on fit"):
+            v = row[name]
+            lines.append(
+                f"| {levels} | {row['fit_cases']}, {row['test_cases']} | {bias} | {name} | {v['picks_level_0']:.0%} | "
+                f"{v['is_level_0']:.0%} | {v['accuracy']:.1%} | {v['ece']:.3f} |"
+            )
     return lines
 
 

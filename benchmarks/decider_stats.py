@@ -17,7 +17,7 @@ from decision_spec.policy import Policy, verdict
 from decisionctl.certification.bands import question_key
 from decisionctl.certification.bounds import upper_bound
 from decisionctl.evaluation import intercepts, metrics, temperatures
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.evaluation.cases import Prediction, reanswered
 from decisionctl.evaluation.search import golden_section
 
 Z = 1.96
@@ -61,6 +61,44 @@ def fit_intercept(preds: Sequence[Prediction]) -> float:
     """The log-odds shift of yes alone (the temperature kept) that minimises the negative log-likelihood on these
     yes/no cases."""
     return golden_section(lambda b: intercepts.nll(preds, 1.0, b), -6.0, 6.0)
+
+
+def with_level_prior(pred: Prediction, bias: Sequence[float]) -> Prediction:
+    """A score answer with log-bias `bias[i]` added to level i's log-probability, renormalised (its temperature
+    kept): a prior on the levels, which moves picks, unlike a temperature."""
+    logs = [math.log(max(p, 1e-12)) + b for p, b in zip(pred.probs, bias, strict=True)]
+    top = max(logs)
+    weights = [math.exp(v - top) for v in logs]
+    total = sum(weights)
+    return reanswered(pred, [w / total for w in weights], temperature=pred.temperature)
+
+
+def fit_level_prior(preds: Sequence[Prediction], iterations: int = 2000) -> list[float]:
+    """The log-bias per level (level 0 held at 0, each within -8..8) that maximises the likelihood of these score
+    answers' labels, all with the same number of levels. At the maximum each level's expected count under the
+    biased answers equals its count among the labels, so each sweep adds log(labelled / expected) to every level's
+    bias (iterative scaling) until no bias moves by 1e-7."""
+    levels = len(preds[0].probs)
+    if any(len(p.probs) != levels for p in preds):
+        raise ValueError("a level prior is fitted per number of levels")
+    labelled = [sum(p.expected_index == i for p in preds) for i in range(levels)]
+    logs = [[math.log(max(q, 1e-12)) for q in p.probs] for p in preds]
+    bias = [0.0] * levels
+    for _ in range(iterations):
+        expected = [0.0] * levels
+        for log_p in logs:
+            shifted = [v + b for v, b in zip(log_p, bias, strict=True)]
+            top = max(shifted)
+            weights = [math.exp(v - top) for v in shifted]
+            total = sum(weights)
+            for i, w in enumerate(weights):
+                expected[i] += w / total
+        step = [math.log(max(n, 1e-9) / e) for n, e in zip(labelled, expected, strict=True)]
+        moved = [min(max(b + d - step[0], -8.0), 8.0) for b, d in zip(bias, step, strict=True)]
+        if max(abs(m - b) for m, b in zip(moved, bias, strict=True)) < 1e-7:
+            return moved
+        bias = moved
+    return bias
 
 
 def fit_temperatures(preds: Sequence[Prediction]) -> dict[str, float]:

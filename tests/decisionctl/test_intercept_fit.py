@@ -155,3 +155,31 @@ def test_the_decider_benchmark_serves_a_manifests_intercept_exactly() -> None:
         assert after.probs[0] == pytest.approx(sigmoid(2.0 * z - 1.15), abs=1e-9)
     plain = decider_stats.served_under(preds, manifest.model_copy(update={"calibration": None}))
     assert plain[0].probs[0] == pytest.approx(sigmoid(2.0 * math.log(4.0)), abs=1e-9)
+
+
+def test_the_decider_benchmark_recovers_a_planted_level_prior() -> None:
+    """Score answers whose truth is the served distribution times exp(bias): the benchmark's level prior, fitted by
+    log-likelihood with level 0 held at 0, finds the planted bias; applied, it moves picks to the level it favours
+    and lifts accuracy."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import decider_stats
+    finally:
+        sys.path.pop(0)
+    planted = [0.0, -1.0, -2.0, 0.5]
+    rng = random.Random(7)
+    preds = []
+    for i in range(600):
+        logits = [rng.gauss(0.0, 1.0) for _ in planted]
+        served = [math.exp(v) for v in logits]
+        probs = [v / sum(served) for v in served]
+        truth = [p * math.exp(b) for p, b in zip(probs, planted, strict=True)]
+        expected = rng.choices(range(4), weights=truth)[0]
+        picked = max(range(4), key=probs.__getitem__)
+        pred = Prediction(f"s{i}", "score", list("0123"), probs, expected, picked, probs[picked], None, 1.0, SHA, 0)
+        preds.append(pred)
+    bias = decider_stats.fit_level_prior(preds)
+    assert bias == pytest.approx(planted, abs=0.25)
+    moved = [decider_stats.with_level_prior(p, bias) for p in preds]
+    assert sum(p.predicted_index == 3 for p in moved) > sum(p.predicted_index == 3 for p in preds)
+    assert sum(p.expected_index == p.predicted_index for p in moved) > sum(p.correct for p in preds)
