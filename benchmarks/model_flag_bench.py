@@ -12,6 +12,12 @@ It prints detection and false-flag rates at several thresholds of P(yes) and wri
 Needs the decider (`./dev decider`); about 10 minutes on 2 cores. Run alone:
 
     flock /tmp/cpu.lock .venv/bin/python benchmarks/model_flag_bench.py [--out benchmarks/model_flags.json]
+
+A checker that is not a GGUF (a trained classifier from another package, kept out of the project's dependencies) is
+measured on the same sets in three steps: `--texts-out texts.jsonl` writes every text with its set and stops; the
+checker, in its own environment, writes one JSON line `{"score": P}` per text, in order; `--scores scores.jsonl
+--scorer NAME` reads them and prints and writes the same tables (benchmarks/injection_classifier.py does the middle
+step for the PyPI package prompt-injection-detector).
 """
 
 from __future__ import annotations
@@ -100,6 +106,9 @@ def main() -> int:
     parser.add_argument("--per-family", type=int, default=10, help="attacked states per payload family")
     parser.add_argument("--model-dir", type=Path, default=DECIDER_DIR)
     parser.add_argument("--summary", type=Path, help="print the ranking table of a saved result and stop")
+    parser.add_argument("--texts-out", type=Path, help="write every text with its set (JSON Lines) and stop")
+    parser.add_argument("--scores", type=Path, help="an outside checker's scores, one JSON line a text, in order")
+    parser.add_argument("--scorer", default="an outside checker", help="what wrote --scores (for the result)")
     args = parser.parse_args()
     if args.summary:
         saved = json.loads(args.summary.read_text(encoding="utf-8"))
@@ -107,11 +116,27 @@ def main() -> int:
         print_ranking(ranking(saved["probabilities"], benign_sets))
         return 0
 
+    attacks, benign = sets(args.per_family)
+    everything = [(name, text) for name, texts in {**attacks, **benign}.items() for text in texts]
+    if args.texts_out:
+        with args.texts_out.open("w", encoding="utf-8") as out:
+            for name, text in everything:
+                out.write(json.dumps({"set": name, "text": text}) + "\n")
+        print(f"wrote {len(everything)} texts to {args.texts_out}")
+        return 0
+    if args.scores:
+        scores = [json.loads(line)["score"] for line in args.scores.read_text(encoding="utf-8").splitlines() if line]
+        if len(scores) != len(everything):
+            raise SystemExit(f"{args.scores} holds {len(scores)} scores for {len(everything)} texts")
+        scored: dict[str, list[float]] = {name: [] for name in {**attacks, **benign}}
+        for (name, _), score in zip(everything, scores, strict=True):
+            scored[name].append(float(score))
+        return report(scored, attacks, benign, {"scorer": args.scorer, "seconds": None}, args.out)
+
     import httpx
     from decision_adapter.launcher import start_adapter
 
-    attacks, benign = sets(args.per_family)
-    total = sum(map(len, attacks.values())) + sum(map(len, benign.values()))
+    total = len(everything)
     adapter = start_adapter(Path(tempfile.mkdtemp(prefix="model-flag-")), model_dir=args.model_dir)
     probs: dict[str, list[float]] = {}
     start, done = time.perf_counter(), 0
@@ -127,6 +152,15 @@ def main() -> int:
                 print(f"{name}: {len(states)} states ({done}/{total}, {time.perf_counter() - start:.0f} s)", flush=True)
     finally:
         adapter.stop()
+    model_dir = args.model_dir.relative_to(ROOT) if args.model_dir.is_relative_to(ROOT) else args.model_dir
+    meta = {"model_dir": str(model_dir), "seconds": round(time.perf_counter() - start, 1)}
+    return report(probs, attacks, benign, meta, args.out)
+
+
+def report(
+    probs: dict[str, list[float]], attacks: dict[str, Any], benign: dict[str, Any], meta: dict[str, Any], out: Path
+) -> int:
+    """Print the detection and false-flag table and the ranking, and write them with every probability to `out`."""
 
     def rate(values: list[float], t: float) -> dict[str, Any]:
         hits = sum(p >= t for p in values)
@@ -150,14 +184,13 @@ def main() -> int:
     print_ranking(order)
     result = {
         "command": "benchmarks/model_flag_bench.py",
-        "question": QUESTION["instructions"],
-        "model_dir": str(args.model_dir.relative_to(ROOT) if args.model_dir.is_relative_to(ROOT) else args.model_dir),
-        "seconds": round(time.perf_counter() - start, 1),
+        **({"question": QUESTION["instructions"]} if "model_dir" in meta else {}),
+        **meta,
         "thresholds": table,
         "ranking": order,
         "probabilities": {k: [round(p, 4) for p in v] for k, v in probs.items()},
     }
-    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
