@@ -2,17 +2,20 @@
 (evaluation/decider/: fit, certify, test; evaluation/DATASHEET.md). Reads the runs' predictions.jsonl, calls no
 endpoint, so it needs no lock:
 
-    .venv/bin/python benchmarks/decider_eval.py --runs .cache/decider-runs \
+    .venv/bin/python benchmarks/decider_eval.py --runs .cache/decider-runs --timed fit,certify \
         --policy '10 %=.cache/decider-runs/policy-10/manifest.json' \
         --policy '5 %=.cache/models/qwen2.5-coder-1.5b/manifest.json' \
+        --shipped .cache/models/qwen2.5-coder-1.5b/manifest.json \
         --json benchmarks/decider_results.json --figures docs
 
-The runs are `<runs>/<part>-served/` (each `evaluate evaluation/decider/<part>.jsonl --out ...` on the adapter as
-packaged, no calibration). It prints, as Markdown: accuracy (95 % Wilson interval) and, for choice, macro-F1 (95 %
-bootstrap interval) per task family, per difficulty and per tag, on every scored case (nothing is fitted on the
-model's answers for these); ECE as served and after a temperature per type fitted on the fit part, on the test part;
-the yes/no lean and an intercept fitted on the fit part, on the test part; each policy's automate / review / abstain
-shares and the error observed among its automated answers on the test part (never certified on); latency per
+The runs are `<runs>/<part>-served/` (each `evaluate evaluation/decider/<part>.jsonl --out ...`); a part scored
+under a calibration is brought back to the decider as packaged (no calibration) from its identity.json, exactly.
+It prints, as Markdown: accuracy (95 % Wilson interval) and, for choice, macro-F1 (95 % bootstrap interval) per task
+family, per difficulty and per tag, on every scored case as packaged (nothing is fitted on the model's answers for
+these); ECE as packaged and after a temperature per type fitted on the fit part, on the test part; the yes/no lean
+as packaged, with an intercept fitted on the fit part and under the shipped calibration, on the test part; the
+score questions' lean to levels; each policy's automate / review / abstain shares and the error observed among its
+automated answers on the test part (never certified on), under the policy manifest's calibration; latency per
 decision. Figures: decider_reliability.png (test part, before and after) and decider_coverage.png.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from decision_spec.manifest import read_manifest
-from decisionctl.evaluation import metrics
+from decisionctl.evaluation import metrics, temperatures
 from decisionctl.evaluation.cases import Prediction
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,12 +52,19 @@ def load_cases() -> dict[str, dict[str, Any]]:
 
 
 def load_predictions(runs: Path) -> dict[str, list[Prediction]]:
+    """Each part's predictions as the decider makes them as packaged (temperature 1, no intercept): a part scored
+    under a calibration (its identity.json's) is brought back exactly, the intercept taken off and the temperature
+    undone, so that accuracy pools across the parts."""
     out: dict[str, list[Prediction]] = {}
     for part in PARTS:
         path = runs / f"{part}-served" / "predictions.jsonl"
         lines = path.read_text().splitlines() if path.is_file() else []
         latest = {json.loads(line)["id"]: json.loads(line) for line in lines if line.strip()}
-        out[part] = [Prediction.from_json(p) for p in latest.values()]
+        identity = path.parent / "identity.json"
+        served = json.loads(identity.read_text()).get("calibration") or {} if identity.is_file() else {}
+        out[part] = st.as_packaged(
+            [Prediction.from_json(p) for p in latest.values()], (served.get("intercept") or {}).get("noul", 0.0)
+        )
     return out
 
 
@@ -94,7 +105,9 @@ def accuracy_tables(preds: list[Prediction], cases: dict[str, dict[str, Any]], r
     return lines
 
 
-def calibration_lines(parts: dict[str, list[Prediction]], report: dict[str, Any], figures: Path | None) -> list[str]:
+def calibration_lines(
+    parts: dict[str, list[Prediction]], report: dict[str, Any], figures: Path | None, shipped: Path | None = None
+) -> list[str]:
     fit, test = parts["fit"], parts["test"]
     if not fit or not test:
         return ["", "(calibration: the fit and test parts are not both scored)"]
@@ -104,15 +117,36 @@ def calibration_lines(parts: dict[str, list[Prediction]], report: dict[str, Any]
     b = st.fit_intercept(noul_fit)
     noul_test = [p for p in test if p.type == "noul"]
     shifted = [st.shifted(p, b) for p in noul_test]
+    groups = [("as packaged", noul_test), ("intercept fitted on fit", shifted)]
+    if shipped is not None:
+        calibration = read_manifest(shipped).calibration
+        if calibration is not None:
+            t, b_shipped = calibration.for_type("noul"), calibration.intercept_for("noul")
+            name = f"shipped calibration (T {t:.3g}, b {b_shipped:+.3g})"
+            groups.append((name, st.served_under(noul_test, read_manifest(shipped))))
     lean = {
         name: {
             "said_yes": sum(p.predicted_index == 0 for p in g) / len(g),
             "is_yes": sum(p.expected_index == 0 for p in g) / len(g),
             "accuracy": metrics.accuracy(g),
             "ece": metrics.ece(g),
+            "log_loss": temperatures.nll(g, 1.0),
         }
-        for name, g in (("as served", noul_test), ("intercept fitted on fit", shifted))
+        for name, g in groups
     }
+    # what no signal at all gets: the answer more common on fit, always, at fit's rate of yes
+    fit_yes = sum(p.expected_index == 0 for p in noul_fit) / len(noul_fit)
+    test_yes = sum(p.expected_index == 0 for p in noul_test) / len(noul_test)
+    lean[f"always {'yes' if fit_yes >= 0.5 else 'no'}, at P(yes) {fit_yes:.2f} (fit's rate)"] = {
+        "said_yes": float(fit_yes >= 0.5),
+        "is_yes": test_yes,
+        "accuracy": test_yes if fit_yes >= 0.5 else 1 - test_yes,
+        "ece": abs(fit_yes - test_yes),
+        "log_loss": -(test_yes * math.log(fit_yes) + (1 - test_yes) * math.log(1 - fit_yes)),
+    }
+    yes_p = [p.probs[0] for p in noul_test if p.expected_index == 0]
+    no_p = [p.probs[0] for p in noul_test if p.expected_index == 1]
+    ranking_auc = sum((a > b) + 0.5 * (a == b) for a in yes_p for b in no_p) / (len(yes_p) * len(no_p))
     report["calibration"] = {
         "temperatures_T": {t: 1 / a for t, a in exponents.items()},
         "ece_test_served": metrics.ece(test),
@@ -122,15 +156,16 @@ def calibration_lines(parts: dict[str, list[Prediction]], report: dict[str, Any]
         },
         "noul_intercept": b,
         "noul_lean": lean,
+        "noul_ranking_auc": ranking_auc,
     }
     if figures:
         st.reliability_png(
             figures / "decider_reliability.png",
-            {"as served": test, "temperature fitted on fit part": after},
+            {"as packaged": test, "temperature fitted on fit part": after},
             f"Decider, test part ({len(test)} cases)",
         )
     c = report["calibration"]
-    lines = ["", "| test part | ECE as served | ECE, temperature fitted on fit |", "|---|---|---|"]
+    lines = ["", "| test part | ECE as packaged | ECE, temperature fitted on fit |", "|---|---|---|"]
     lines += [f"| all ({len(test)}) | {c['ece_test_served']:.3f} | {c['ece_test_after']:.3f} |"]
     lines += [
         f"| {t} (T = {c['temperatures_T'][t]:.2f}) | {v[0]:.3f} | {v[1]:.3f} |"
@@ -140,10 +175,16 @@ def calibration_lines(parts: dict[str, list[Prediction]], report: dict[str, Any]
         "",
         f"yes/no lean, test part ({len(noul_test)} cases; intercept {b:+.2f} on the log-odds, fitted on fit):",
     ]
-    lines += ["", "| | says yes | is yes | accuracy | ECE |", "|---|---|---|---|---|"]
+    lines += ["", "| | says yes | is yes | accuracy | ECE | log-loss |", "|---|---|---|---|---|---|"]
     lines += [
-        f"| {k} | {v['said_yes']:.0%} | {v['is_yes']:.0%} | {v['accuracy']:.1%} | {v['ece']:.3f} |"
+        f"| {k} | {v['said_yes']:.0%} | {v['is_yes']:.0%} | {v['accuracy']:.1%} | {v['ece']:.3f} | "
+        f"{v['log_loss']:.3f} |"
         for k, v in lean.items()
+    ]
+    lines += [
+        "",
+        f"ranking: P(yes) as packaged puts a yes case above a no case {ranking_auc:.0%} of the time (AUC; 50 % is "
+        "no signal); no calibration changes that order",
     ]
     return lines + level_prior_lines(fit, test, report)
 
@@ -159,10 +200,14 @@ def level_prior_lines(fit: list[Prediction], test: list[Prediction], report: dic
             continue
         bias = st.fit_level_prior(fitted)
         after = [st.with_level_prior(p, bias) for p in tested]
+        counts = [sum(p.expected_index == i for p in fitted) for i in range(levels)]
+        majority = counts.index(max(counts))  # the level most common on fit: what a model with no signal would learn
         rows[str(levels)] = {
             "fit_cases": len(fitted),
             "test_cases": len(tested),
             "bias": bias,
+            "majority_level_on_fit": majority,
+            "majority_accuracy_on_test": sum(p.expected_index == majority for p in tested) / len(tested),
             **{
                 name: {
                     "picks_level_0": sum(p.predicted_index == 0 for p in g) / len(g),
@@ -170,7 +215,7 @@ def level_prior_lines(fit: list[Prediction], test: list[Prediction], report: dic
                     "accuracy": metrics.accuracy(g),
                     "ece": metrics.ece(g),
                 }
-                for name, g in (("as served", tested), ("level prior fitted on fit", after))
+                for name, g in (("as packaged", tested), ("level prior fitted on fit", after))
             },
         }
     report["calibration"]["score_level_prior"] = rows
@@ -179,12 +224,16 @@ def level_prior_lines(fit: list[Prediction], test: list[Prediction], report: dic
     lines += ["|---|---|---|---|---|---|---|---|"]
     for levels, row in rows.items():
         bias = " ".join(f"{b:+.2f}" for b in row["bias"])
-        for name in ("as served", "level prior fitted on fit"):
+        for name in ("as packaged", "level prior fitted on fit"):
             v = row[name]
             lines.append(
                 f"| {levels} | {row['fit_cases']}, {row['test_cases']} | {bias} | {name} | {v['picks_level_0']:.0%} | "
                 f"{v['is_level_0']:.0%} | {v['accuracy']:.1%} | {v['ece']:.3f} |"
             )
+        lines.append(
+            f"| {levels} | | | always level {row['majority_level_on_fit']} (the most common on fit) | | | "
+            f"{row['majority_accuracy_on_test']:.1%} | |"
+        )
     return lines
 
 
@@ -294,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=ROOT / ".cache" / "decider-runs")
     ap.add_argument("--policy", action="append", default=[], metavar="LABEL=MANIFEST")
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--shipped", type=Path, help="a manifest whose calibration the yes/no lean table also applies (the shipped one)"
+    )
     ap.add_argument("--figures", type=Path)
     ap.add_argument(
         "--timed",
@@ -307,13 +359,13 @@ def main(argv: list[str] | None = None) -> int:
     every = [p for g in parts.values() for p in g]
     lines = [f"scored: {report['scored']}"]
     lines += accuracy_tables(every, cases, report)
-    lines += calibration_lines(parts, report, args.figures)
+    lines += calibration_lines(parts, report, args.figures, args.shipped)
     plines, points = policy_lines(args.policy, parts["test"], cases, report)
     lines += plines
     lines += shift_lines(parts, cases, report)
     lines += latency_lines(parts, report, args.timed.split(","))
     if args.figures and parts["test"]:
-        curves = {"test part as served": parts["test"]}
+        curves = {"test part as packaged": parts["test"]}
         st.coverage_png(args.figures / "decider_coverage.png", curves, points)
     print("\n".join(lines))
     if args.json:

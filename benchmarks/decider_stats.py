@@ -132,6 +132,16 @@ def served_under(preds: Sequence[Prediction], manifest: Manifest, served_interce
     return out
 
 
+def as_packaged(preds: Sequence[Prediction], served_intercept: float) -> list[Prediction]:
+    """The predictions as the endpoint makes them with no calibration: the yes/no intercept they were served with
+    taken off, then each rescaled from its temperature to 1 (both exact)."""
+    out = []
+    for p in preds:
+        plain = intercepts.unshifted(p, served_intercept if p.type == "noul" else 0.0)
+        out.append(plain if plain.temperature == 1.0 else temperatures.rescale(plain, plain.temperature))
+    return out
+
+
 def policy_actions(
     policy: Policy, preds: Sequence[Prediction], cases: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, str]:

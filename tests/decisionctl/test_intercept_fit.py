@@ -183,3 +183,25 @@ def test_the_decider_benchmark_recovers_a_planted_level_prior() -> None:
     moved = [decider_stats.with_level_prior(p, bias) for p in preds]
     assert sum(p.predicted_index == 3 for p in moved) > sum(p.predicted_index == 3 for p in preds)
     assert sum(p.expected_index == p.predicted_index for p in moved) > sum(p.correct for p in preds)
+
+
+def test_the_decider_benchmark_brings_answers_served_under_a_calibration_back_to_as_packaged() -> None:
+    """A part scored under the shipped calibration (a yes/no temperature and intercept, a score temperature) pools
+    with parts scored as packaged only once it is brought back: served then brought back is the original, picks
+    included."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import decider_stats
+    finally:
+        sys.path.pop(0)
+    raw = [noul("a", 0.8, 1), noul("b", 0.55, 0), noul("c", 0.2, 1)]
+    raw.append(Prediction("d", "score", list("012"), [0.2, 0.5, 0.3], 2, 1, 0.5, None, 1.0, SHA, 0.0))
+    calibration = Calibration(temperature={"noul": 0.44, "score": 3.0}, intercept={"noul": -2.0})
+    served = decider_stats.served_under(
+        raw, Manifest(model_file="m.gguf", sha256=SHA, size_bytes=1, calibration=calibration)
+    )
+    assert [p.predicted_index for p in served[:3]] == [0, 1, 1]  # the intercept moved b's pick from yes to no
+    back = decider_stats.as_packaged(served, -2.0)
+    for before, after in zip(raw, back, strict=True):
+        assert after.probs == pytest.approx(before.probs, abs=1e-9) and after.temperature == pytest.approx(1.0)
+        assert after.predicted_index == before.predicted_index
