@@ -243,8 +243,8 @@ def policy_lines(
     lines = [
         "",
         "| policy (certified on certify) | automate | review | abstain | automated errors on test | observed "
-        "error (95 % upper bound) |",
-        "|---|---|---|---|---|---|",
+        "error (95 % upper bound) | review suggestions right |",
+        "|---|---|---|---|---|---|---|",
     ]
     points = {}
     for spec in policies:
@@ -261,7 +261,7 @@ def policy_lines(
         err = "-" if s["observed_error"] is None else f"{s['observed_error']:.1%} ({s['error_upper_bound']:.1%})"
         lines.append(
             f"| {label} | {s['shares']['automate']:.1%} | {s['shares']['review']:.1%} | {s['shares']['abstain']:.1%} "
-            f"| {s['errors']} of {s['automated']} | {err} |"
+            f"| {s['errors']} of {s['automated']} | {err} | {s['review_suggestions_right']} of {s['reviewed']} |"
         )
         if s["automated"]:
             points[f"policy at {label}"] = (s["shares"]["automate"], s["observed_error"])

@@ -169,9 +169,12 @@ def action_summary(preds: Sequence[Prediction], actions: Mapping[str, str], leve
     automated = [p for p in preds if actions[p.id] == "automate"]
     errors = sum(not p.correct for p in automated)
     shares = {a: sum(1 for p in preds if actions[p.id] == a) / len(preds) for a in ("automate", "review", "abstain")}
+    reviewed = [p for p in preds if actions[p.id] == "review"]
     return {
         "cases": len(preds),
         "shares": shares,
+        "reviewed": len(reviewed),
+        "review_suggestions_right": sum(p.correct for p in reviewed),
         "automated": len(automated),
         "errors": errors,
         "observed_error": errors / len(automated) if automated else None,

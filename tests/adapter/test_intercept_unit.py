@@ -38,18 +38,19 @@ def test_only_yes_no_takes_an_intercept() -> None:
     )
 
 
-def test_a_manifest_without_an_intercept_writes_and_hashes_as_before(tmp_path: Path) -> None:
+def test_the_shipped_manifest_holds_the_fitted_intercept_and_its_policy_binds_it(tmp_path: Path) -> None:
+    """The decider's committed manifest carries the yes/no intercept `evaluate --fit-calibration` wrote
+    (docs/decider.md), writes back byte for byte, and its policy is bound to that calibration: without the intercept
+    it is another calibration, which the adapter refuses the policy under. No intercept writes no key for it."""
     shipped = ROOT / "evaluation" / "decider-manifest.json"
     manifest = read_manifest(shipped)
-    assert manifest.calibration is not None and manifest.calibration.intercept is None
+    assert manifest.calibration is not None and manifest.calibration.intercept_for("noul") < 0  # the lean to yes
     write_manifest(manifest, tmp_path / "manifest.json")
     assert (tmp_path / "manifest.json").read_bytes() == shipped.read_bytes()
     assert manifest.policy is not None and manifest.policy.calibration_sha256 == manifest.calibration_sha256()
+    without = manifest.model_copy(update={"calibration": manifest.calibration.model_copy(update={"intercept": None})})
+    assert without.calibration_sha256() != manifest.calibration_sha256()
     assert "intercept" not in json.dumps(Calibration(temperature={"noul": 2.0}).model_dump(exclude_none=True))
-    with_b = manifest.model_copy(
-        update={"calibration": manifest.calibration.model_copy(update={"intercept": {"noul": -1.15}})}
-    )
-    assert with_b.calibration_sha256() != manifest.calibration_sha256()  # a policy binds to it once set
 
 
 def test_the_calibration_in_force_carries_the_manifests_intercept_and_x_run_reports_it_only_when_set() -> None:
