@@ -282,10 +282,45 @@ def report(args: argparse.Namespace) -> int:
             f"| {fs['picked']} / {fs['right']} of {fs['of']} | {s['flips'][0]} of {s['flips'][1]} "
             f"| {s['latency_per_case_p50_s']:.2f} s | {lat.get(1, math.nan):.2f} s | {lat.get(8, math.nan):.2f} s |"
         )
+    runs = {path.stem: path for path in sorted(out.glob("*.jsonl"))}
+    if {"llama-server", "adapter-typed"} <= set(runs):  # the same prompt on both: every difference is the server's
+        same = agreement(*(read_rows(runs[name]) for name in ("llama-server", "adapter-typed")))
+        result["agreement_llama_server_adapter_typed"] = same
+        lines += [
+            "",
+            f"llama-server and adapter-typed pick the same option on {same['same']} of {same['requests']} requests; "
+            f"where they differ, the two picks' probabilities are at most {same['max_gap']:.3f} apart "
+            f"(mean {same['mean_gap']:.3f}) in either server's answer",
+        ]
     print("\n".join(lines))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     return 0
+
+
+def read_rows(path: Path) -> dict[str, dict[str, Any]]:
+    """A run's answered requests by key (the latency probes left out)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {r["key"]: r for r in rows if "probs" in r}
+
+
+def agreement(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """On the requests both answered: how often they pick the same option, and how near a tie each difference is
+    (the larger, over the two answers, of the gap between the two picked options' probabilities)."""
+    gaps, same = [], 0
+    for key in sorted(a.keys() & b.keys()):
+        pa, pb = a[key]["probs"], b[key]["probs"]  # in the order of the request's option keys
+        ia, ib = max(range(len(pa)), key=pa.__getitem__), max(range(len(pb)), key=pb.__getitem__)
+        if ia == ib:
+            same += 1
+        else:
+            gaps.append(max(abs(pa[ia] - pa[ib]), abs(pb[ia] - pb[ib])))
+    return {
+        "requests": same + len(gaps),
+        "same": same,
+        "max_gap": max(gaps, default=0.0),
+        "mean_gap": statistics.fmean(gaps) if gaps else 0.0,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
