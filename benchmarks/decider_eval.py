@@ -62,8 +62,8 @@ def load_predictions(runs: Path) -> dict[str, list[Prediction]]:
         latest = {json.loads(line)["id"]: json.loads(line) for line in lines if line.strip()}
         identity = path.parent / "identity.json"
         served = json.loads(identity.read_text()).get("calibration") or {} if identity.is_file() else {}
-        out[part] = st.as_packaged(
-            [Prediction.from_json(p) for p in latest.values()], (served.get("intercept") or {}).get("noul", 0.0)
+        out[part] = st.served_under(
+            [Prediction.from_json(p) for p in latest.values()], None, (served.get("intercept") or {}).get("noul", 0.0)
         )
     return out
 
@@ -119,11 +119,12 @@ def calibration_lines(
     shifted = [st.shifted(p, b) for p in noul_test]
     groups = [("as packaged", noul_test), ("intercept fitted on fit", shifted)]
     if shipped is not None:
-        calibration = read_manifest(shipped).calibration
+        manifest = read_manifest(shipped)
+        calibration = manifest.calibration
         if calibration is not None:
             t, b_shipped = calibration.for_type("noul"), calibration.intercept_for("noul")
             name = f"shipped calibration (T {t:.3g}, b {b_shipped:+.3g})"
-            groups.append((name, st.served_under(noul_test, read_manifest(shipped))))
+            groups.append((name, st.served_under(noul_test, manifest)))
     lean = {
         name: {
             "said_yes": sum(p.predicted_index == 0 for p in g) / len(g),
@@ -144,9 +145,10 @@ def calibration_lines(
         "ece": abs(fit_yes - test_yes),
         "log_loss": -(test_yes * math.log(fit_yes) + (1 - test_yes) * math.log(1 - fit_yes)),
     }
-    yes_p = [p.probs[0] for p in noul_test if p.expected_index == 0]
-    no_p = [p.probs[0] for p in noul_test if p.expected_index == 1]
-    ranking_auc = sum((a > b) + 0.5 * (a == b) for a in yes_p for b in no_p) / (len(yes_p) * len(no_p))
+    ranking_auc = st.auc(
+        [p.probs[0] for p in noul_test if p.expected_index == 0],
+        [p.probs[0] for p in noul_test if p.expected_index == 1],
+    )
     report["calibration"] = {
         "temperatures_T": {t: 1 / a for t, a in exponents.items()},
         "ece_test_served": metrics.ece(test),

@@ -63,14 +63,20 @@ def fit_intercept(preds: Sequence[Prediction]) -> float:
     return golden_section(lambda b: intercepts.nll(preds, 1.0, b), -6.0, 6.0)
 
 
+def _biased(log_p: Sequence[float], bias: Sequence[float]) -> list[float]:
+    """softmax(log p + bias), in log space so that tiny probabilities stay exact."""
+    shifted = [v + b for v, b in zip(log_p, bias, strict=True)]
+    top = max(shifted)
+    weights = [math.exp(v - top) for v in shifted]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
 def with_level_prior(pred: Prediction, bias: Sequence[float]) -> Prediction:
     """A score answer with log-bias `bias[i]` added to level i's log-probability, renormalised (its temperature
     kept): a prior on the levels, which moves picks, unlike a temperature."""
-    logs = [math.log(max(p, 1e-12)) + b for p, b in zip(pred.probs, bias, strict=True)]
-    top = max(logs)
-    weights = [math.exp(v - top) for v in logs]
-    total = sum(weights)
-    return reanswered(pred, [w / total for w in weights], temperature=pred.temperature)
+    probs = _biased([math.log(max(p, 1e-12)) for p in pred.probs], bias)
+    return reanswered(pred, probs, temperature=pred.temperature)
 
 
 def fit_level_prior(preds: Sequence[Prediction], iterations: int = 2000) -> list[float]:
@@ -85,20 +91,19 @@ def fit_level_prior(preds: Sequence[Prediction], iterations: int = 2000) -> list
     logs = [[math.log(max(q, 1e-12)) for q in p.probs] for p in preds]
     bias = [0.0] * levels
     for _ in range(iterations):
-        expected = [0.0] * levels
-        for log_p in logs:
-            shifted = [v + b for v, b in zip(log_p, bias, strict=True)]
-            top = max(shifted)
-            weights = [math.exp(v - top) for v in shifted]
-            total = sum(weights)
-            for i, w in enumerate(weights):
-                expected[i] += w / total
+        expected = [sum(column) for column in zip(*(_biased(log_p, bias) for log_p in logs), strict=True)]
         step = [math.log(max(n, 1e-9) / e) for n, e in zip(labelled, expected, strict=True)]
         moved = [min(max(b + d - step[0], -8.0), 8.0) for b, d in zip(bias, step, strict=True)]
         if max(abs(m - b) for m, b in zip(moved, bias, strict=True)) < 1e-7:
             return moved
         bias = moved
     return bias
+
+
+def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
+    """The area under the ROC curve: the chance that a positive's score is above a negative's (ties count half)."""
+    wins = sum((a > b) + 0.5 * (a == b) for a in positive for b in negative)
+    return wins / (len(positive) * len(negative))
 
 
 def fit_temperatures(preds: Sequence[Prediction]) -> dict[str, float]:
@@ -110,13 +115,15 @@ def calibrated(preds: Sequence[Prediction], exponents: Mapping[str, float]) -> l
     return [temperatures.rescale(p, exponents.get(p.type, 1.0)) for p in preds]
 
 
-def served_under(preds: Sequence[Prediction], manifest: Manifest, served_intercept: float = 0.0) -> list[Prediction]:
-    """The predictions as an endpoint serving `manifest` would make them: each rescaled from the temperature it
-    was served with to the manifest's for its type (a temperature is a power of the distribution, so this is
-    exact), and a yes/no answer's log-odds shifted by the manifest's intercept, after the intercept the predictions
-    were served with (`served_intercept`, their x_run's; the stored runs had none) is taken off (exact too); a slot
-    prior cannot be applied afterwards, so a manifest with one is refused."""
-    calibration = manifest.calibration
+def served_under(
+    preds: Sequence[Prediction], manifest: Manifest | None, served_intercept: float = 0.0
+) -> list[Prediction]:
+    """The predictions as an endpoint serving `manifest` would make them (None: no calibration, the model as
+    packaged): each rescaled from the temperature it was served with to the manifest's for its type (a temperature
+    is a power of the distribution, so this is exact), and a yes/no answer's log-odds shifted by the manifest's
+    intercept, after the intercept the predictions were served with (`served_intercept`, their x_run's) is taken
+    off (exact too); a slot prior cannot be applied afterwards, so a manifest with one is refused."""
+    calibration = manifest.calibration if manifest is not None else None
     if calibration is not None and calibration.slot_prior is not None:
         raise SystemExit("the policy's manifest has a slot prior: score the test part under it instead")
     out = []
@@ -129,16 +136,6 @@ def served_under(preds: Sequence[Prediction], manifest: Manifest, served_interce
             out.append(intercepts.platt(served, exponent, intercept))
         else:
             out.append(served if exponent == 1.0 else temperatures.rescale(served, exponent))
-    return out
-
-
-def as_packaged(preds: Sequence[Prediction], served_intercept: float) -> list[Prediction]:
-    """The predictions as the endpoint makes them with no calibration: the yes/no intercept they were served with
-    taken off, then each rescaled from its temperature to 1 (both exact)."""
-    out = []
-    for p in preds:
-        plain = intercepts.unshifted(p, served_intercept if p.type == "noul" else 0.0)
-        out.append(plain if plain.temperature == 1.0 else temperatures.rescale(plain, plain.temperature))
     return out
 
 

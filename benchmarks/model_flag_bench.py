@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decider_stats import auc
 from decision_adapter.launcher import DECIDER_DIR
 from injection_payloads import BALANCED, FAMILIES, PLACEMENTS, SUITE, attacked_state, load_cases
 from instruction_flag_bench import CORPUS, PARAPHRASES, decider_suite, lines  # siblings, not a package
@@ -68,12 +69,6 @@ def sets(per_family: int) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         "decider_suite_states": rest,
     }
     return attacks, benign
-
-
-def auc(attacked: list[float], benign: list[float]) -> float:
-    """The area under the ROC curve: the chance that an attacked state's P(yes) is above a benign one's (ties half)."""
-    wins = sum((a > b) + 0.5 * (a == b) for a in attacked for b in benign)
-    return wins / (len(attacked) * len(benign))
 
 
 def ranking(probs: dict[str, list[float]], benign_sets: list[str], false_flags: float = 0.01) -> dict[str, Any]:
@@ -153,7 +148,11 @@ def main() -> int:
     finally:
         adapter.stop()
     model_dir = args.model_dir.relative_to(ROOT) if args.model_dir.is_relative_to(ROOT) else args.model_dir
-    meta = {"model_dir": str(model_dir), "seconds": round(time.perf_counter() - start, 1)}
+    meta = {
+        "question": QUESTION["instructions"],
+        "model_dir": str(model_dir),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
     return report(probs, attacks, benign, meta, args.out)
 
 
@@ -184,7 +183,6 @@ def report(
     print_ranking(order)
     result = {
         "command": "benchmarks/model_flag_bench.py",
-        **({"question": QUESTION["instructions"]} if "model_dir" in meta else {}),
         **meta,
         "thresholds": table,
         "ranking": order,

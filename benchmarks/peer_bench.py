@@ -262,10 +262,11 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def report(args: argparse.Namespace) -> int:
     out = Path(args.dir)
-    result = {}
-    for path in sorted(out.glob("*.jsonl")):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        result[path.stem] = summary(rows)
+    runs = {
+        path.stem: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for path in sorted(out.glob("*.jsonl"))
+    }
+    result: dict[str, Any] = {name: summary(rows) for name, rows in runs.items()}
     lines = [
         "| server | cases | accuracy (95 % CI) | yes/no | choice | score | ECE | first slot picked / right "
         "| flips under shuffle | p50 a case | 1 question | 8 questions |",
@@ -282,9 +283,8 @@ def report(args: argparse.Namespace) -> int:
             f"| {fs['picked']} / {fs['right']} of {fs['of']} | {s['flips'][0]} of {s['flips'][1]} "
             f"| {s['latency_per_case_p50_s']:.2f} s | {lat.get(1, math.nan):.2f} s | {lat.get(8, math.nan):.2f} s |"
         )
-    runs = {path.stem: path for path in sorted(out.glob("*.jsonl"))}
     if {"llama-server", "adapter-typed"} <= set(runs):  # the same prompt on both: every difference is the server's
-        same = agreement(*(read_rows(runs[name]) for name in ("llama-server", "adapter-typed")))
+        same = agreement(*(answered(runs[name]) for name in ("llama-server", "adapter-typed")))
         result["agreement_llama_server_adapter_typed"] = same
         lines += [
             "",
@@ -298,9 +298,8 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_rows(path: Path) -> dict[str, dict[str, Any]]:
+def answered(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """A run's answered requests by key (the latency probes left out)."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return {r["key"]: r for r in rows if "probs" in r}
 
 
