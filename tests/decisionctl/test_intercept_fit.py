@@ -201,7 +201,7 @@ def test_the_decider_benchmark_brings_answers_served_under_a_calibration_back_to
         raw, Manifest(model_file="m.gguf", sha256=SHA, size_bytes=1, calibration=calibration)
     )
     assert [p.predicted_index for p in served[:3]] == [0, 1, 1]  # the intercept moved b's pick from yes to no
-    back = decider_stats.as_packaged(served, -2.0)
+    back = decider_stats.served_under(served, None, -2.0)  # as packaged: no calibration
     for before, after in zip(raw, back, strict=True):
         assert after.probs == pytest.approx(before.probs, abs=1e-9) and after.temperature == pytest.approx(1.0)
         assert after.predicted_index == before.predicted_index
