@@ -2,9 +2,9 @@
 
 What a test of HTTP behaviour needs from the adapter (its routes, status codes, headers, log lines) without a
 process start: settings are read from an environment mapping exactly as `serve` reads them (a clean DECISION_* and
-SM_LLAMA_CPP_* slate, two threads), and the model service is either loaded for this app (`load_service`, the real
-GGUF, in this process) or passed in, so that apps with different app-level settings (the API key, the body limit)
-share one loaded model. Only what a process alone can show (the `serve` entrypoint, start-up refusals, SIGTERM
+SM_LLAMA_CPP_* slate, start_adapter's threads), and the model service is either loaded for this app (`load_service`,
+the real GGUF, in this process) or passed in, so that apps with different app-level settings (the API key, the body
+limit) share one loaded model. Only what a process alone can show (the `serve` entrypoint, start-up refusals, SIGTERM
 drain, cold start) keeps `decision_adapter.launcher.start_adapter`.
 """
 
@@ -27,12 +27,10 @@ from unittest import mock
 import uvicorn
 from decision_adapter.app import create_app
 from decision_adapter.core.settings import AdapterSettings, RuntimeSettings, load_adapter_settings, runtime_from_env
-from decision_adapter.launcher import MODEL_DIR
+from decision_adapter.launcher import MODEL_DIR, local_threads
 from decision_adapter.loading import load_service
 from decision_adapter.serve import JsonFormatter
 from decision_adapter.service import ModelService
-
-THREADS = "2"  # as start_adapter runs `serve`
 
 
 def gpu_layers() -> int:
@@ -45,9 +43,9 @@ def environment(
     model_dir: Path = MODEL_DIR, env: Mapping[str, str] | None = None, unset: tuple[str, ...] = ()
 ) -> dict[str, str]:
     """The environment `serve` would see from start_adapter: the caller's without DECISION_*/SM_LLAMA_CPP_*, the
-    model directory and two threads, then `env`, less `unset`."""
+    model directory and start_adapter's threads, then `env`, less `unset`."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("DECISION_", "SM_LLAMA_CPP_"))}
-    full.update({"DECISION_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": THREADS})
+    full.update({"DECISION_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": local_threads()})
     if gpu_layers():
         full["SM_LLAMA_CPP_N_GPU_LAYERS"] = str(gpu_layers())
     full.update(env or {})

@@ -11,14 +11,15 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256, AdapterProcess, start_adapter
 
 from tests.app_support import AppServer, close_shared_services, start_app
-from tests.model_time import ModelTime, wrap_eval
+from tests.model_time import DECODE, ModelTime, wrap_eval
 from tests.suite_time import by_directory
 
 # Test modules import the launcher's names from here as well as the fixtures.
@@ -27,6 +28,17 @@ __all__ = ["MODEL_DIR", "MODEL_FILE", "MODEL_SHA256", "AdapterProcess", "start_a
 
 MODEL_TIME = ModelTime()  # the model's decode work in this process, per test (tests/model_time.py)
 _SESSION_STARTED = time.perf_counter()
+
+
+def _share_the_cores() -> None:
+    """Under pytest-xdist, each worker's llama.cpp gets its share of the cores (TEST_THREADS, read by the launcher and
+    tests/app_support.py), so that the workers' threads do not outnumber the cores (llama.cpp's threads spin)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "TEST_THREADS" not in os.environ:
+        os.environ["TEST_THREADS"] = str(max(1, (os.cpu_count() or 2) // workers))
+
+
+_share_the_cores()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -41,15 +53,27 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """Each phase's report carries the model decode it spent (the report's own list: the item's is shared)."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    spent = MODEL_TIME.since_last(item.nodeid)
+    if spent.tokens:
+        report.user_properties = [*report.user_properties, (DECODE, (spent.tokens, spent.seconds))]
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if MODEL_TIME.total().tokens:
-        terminalreporter.section("model time")
-        for line in MODEL_TIME.report(time.perf_counter() - _SESSION_STARTED):
-            terminalreporter.write_line(line)
     reports = [r for kept in terminalreporter.stats.values() for r in kept]  # passed set-ups are kept under ""
+    model_time = ModelTime.from_reports(reports)  # this process's tests and any xdist worker's
+    if model_time.total().tokens:
+        terminalreporter.section("model time")
+        workers = int(getattr(terminalreporter.config.option, "numprocesses", 0) or 0)  # pytest-xdist's -n
+        for line in model_time.report(time.perf_counter() - _SESSION_STARTED, max(1, workers)):
+            terminalreporter.write_line(line)
     if reports:
         terminalreporter.section("time per directory")
-        for line in by_directory(reports, MODEL_TIME):
+        for line in by_directory(reports, model_time):
             terminalreporter.write_line(line)
 
 

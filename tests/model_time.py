@@ -1,8 +1,9 @@
 """How much of a test run is the model's own work: tokens decoded and seconds inside llama.cpp's decode, per test.
 
 tests/conftest.py wraps `llama_cpp.Llama.eval` (every prefill and every decode of the adapter and of chat goes
-through it, runtime.py) for the session in this process, charges what each call costs to the test running (its
-setup, call and teardown together), and prints the totals and the tests that cost most after the run. It is the
+through it, runtime.py) for the session in each test process, charges what each call costs to the test running (its
+setup, call and teardown together), carries each phase's share on that phase's report (so that pytest-xdist's workers
+send it to the process that prints), and prints the totals and the tests that cost most after the run. It is the
 floor under the suite's time: a test that spends 40 s decoding cannot be made faster than that without asking the
 model less. Adapters started as processes (`start_adapter`) decode outside this process and are not counted.
 """
@@ -12,10 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+DECODE = "model_decode"  # the report user property holding a phase's [tokens, seconds]
 
 
 @dataclass
@@ -31,12 +34,10 @@ class ModelTime:
     by_test: dict[str, Cost] = field(default_factory=lambda: defaultdict(Cost))
     current: str = "(outside any test)"
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _told: dict[str, Cost] = field(default_factory=dict)  # what since_last has already handed out, per test
 
     def charge(self, tokens: int, seconds: float) -> None:
-        with self._lock:
-            cost = self.by_test[self.current]
-            cost.tokens += tokens
-            cost.seconds += seconds
+        self.charge_to(self.current, tokens, seconds)
 
     @contextmanager
     def test(self, nodeid: str) -> Iterator[None]:
@@ -46,15 +47,44 @@ class ModelTime:
         finally:
             self.current = previous
 
+    def since_last(self, nodeid: str) -> Cost:
+        """What `nodeid` has cost since the last call for it (one report phase's share)."""
+        with self._lock:
+            spent = self.by_test.get(nodeid, Cost())
+            told = self._told.setdefault(nodeid, Cost())
+            delta = Cost(spent.tokens - told.tokens, spent.seconds - told.seconds)
+            told.tokens, told.seconds = spent.tokens, spent.seconds
+            return delta
+
+    @classmethod
+    def from_reports(cls, reports: Iterable[Any]) -> ModelTime:
+        """The costs carried by test reports (`DECODE` user properties), from any process that ran them."""
+        gathered = cls()
+        for report in reports:
+            for name, value in getattr(report, "user_properties", ()):
+                if name == DECODE and getattr(report, "nodeid", ""):
+                    tokens, seconds = value
+                    gathered.charge_to(report.nodeid, tokens, seconds)
+        return gathered
+
+    def charge_to(self, nodeid: str, tokens: int, seconds: float) -> None:
+        with self._lock:
+            cost = self.by_test[nodeid]
+            cost.tokens += tokens
+            cost.seconds += seconds
+
     def total(self) -> Cost:
         with self._lock:
             return Cost(sum(c.tokens for c in self.by_test.values()), sum(c.seconds for c in self.by_test.values()))
 
-    def report(self, wall_s: float, top: int = 15) -> list[str]:
+    def report(self, wall_s: float, processes: int = 1, top: int = 15) -> list[str]:
+        """The totals and the costliest tests; the share is of the wall time `processes` test processes had."""
         total = self.total()
-        share = f", {total.seconds / wall_s:.0%} of the run's {wall_s:.0f} s" if wall_s > 0 else ""
+        capacity = wall_s * processes
+        run = f"the run's {wall_s:.0f} s" if processes == 1 else f"{processes} processes' {wall_s:.0f} s each"
+        share = f", {total.seconds / capacity:.0%} of {run}" if capacity > 0 else ""
         lines = [
-            f"model decode in this process: {total.tokens:,} tokens in {total.seconds:.1f} s{share}"
+            f"model decode in the test processes: {total.tokens:,} tokens in {total.seconds:.1f} s{share}"
             + (f" ({total.tokens / total.seconds:.0f} tokens/s)" if total.seconds else "")
         ]
         ranked = sorted(self.by_test.items(), key=lambda kv: -kv[1].seconds)[:top]

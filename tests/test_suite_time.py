@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tests.model_time import ModelTime
+from tests.model_time import DECODE, ModelTime
 from tests.suite_time import by_directory, directory_of
 
 
@@ -34,3 +34,27 @@ def test_phases_are_summed_per_directory_and_decode_is_charged_to_its_tests() ->
         ["all", "4", "16.8", "1.5"],
     ]
     assert directory_of("tests/adapter/test_a.py::test_one[a/b]") == "tests/adapter"
+
+
+def test_each_phase_carries_its_own_decode_and_the_reports_add_up_to_what_was_spent() -> None:
+    """What a worker charged reaches the printing process on the reports alone: each phase's report carries what was
+    spent since the previous phase of the same test, never twice."""
+    spent = ModelTime()
+    reports = []
+    for when, tokens, seconds in (("setup", 300, 3.0), ("call", 20, 0.5), ("teardown", 0, 0.0)):
+        with spent.test("tests/adapter/test_a.py::test_one"):
+            if tokens:
+                spent.charge(tokens, seconds)
+        share = spent.since_last("tests/adapter/test_a.py::test_one")
+        reports.append(
+            SimpleNamespace(
+                nodeid="tests/adapter/test_a.py::test_one",
+                when=when,
+                duration=1.0,
+                user_properties=[(DECODE, [share.tokens, share.seconds])] if share.tokens else [],
+            )
+        )
+    assert [r.user_properties for r in reports] == [[(DECODE, [300, 3.0])], [(DECODE, [20, 0.5])], []]
+    gathered = ModelTime.from_reports(reports)
+    assert gathered.by_test == spent.by_test
+    assert by_directory(reports, gathered)[-1].split() == ["all", "1", "3.0", "3.5"]

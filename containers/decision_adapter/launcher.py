@@ -28,6 +28,12 @@ DECIDER_DIR = ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"  # where `./dev 
 MODEL_DIRS = {"dev": MODEL_DIR, "prod": DECIDER_DIR}  # each environment's model (cdk.json) on a checkout
 
 
+def local_threads() -> str:
+    """The llama.cpp threads a local adapter runs with: TEST_THREADS where set (tests/conftest.py sets it to share the
+    cores among pytest's workers), else two, as on the team's 2-core machines."""
+    return os.environ.get("TEST_THREADS", "2")
+
+
 def library_env(lib: Path) -> dict[str, str]:
     """The environment that runs the adapter on another llama.cpp build: llama-cpp-python loads the libllama.so
     (and its libggml*.so) in `lib` instead of its own, and x_run reports the folder's name as the build."""
@@ -80,8 +86,9 @@ def start_adapter(
     wait: bool = True,
     timeout: float = 120,
 ) -> AdapterProcess:
-    """`serve` on a free local port, two threads, with `env` over a clean DECISION_*/SM_LLAMA_CPP_* slate and
-    the `unset` names removed (SM_LLAMA_CPP_THREADS: the adapter's own default); its log goes to a file under `tmp`."""
+    """`serve` on a free local port, `local_threads()` threads, with `env` over a clean DECISION_*/SM_LLAMA_CPP_*
+    slate and the `unset` names removed (SM_LLAMA_CPP_THREADS: the adapter's own default); its log goes to a file
+    under `tmp`."""
     port = free_port()
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("DECISION_", "SM_LLAMA_CPP_"))}
     full_env.update(
@@ -89,7 +96,7 @@ def start_adapter(
             "DECISION_MODEL_DIR": str(model_dir),
             "SAGEMAKER_BIND_TO_PORT": str(port),
             "DECISION_HOST": "127.0.0.1",
-            "SM_LLAMA_CPP_THREADS": "2",
+            "SM_LLAMA_CPP_THREADS": local_threads(),
             "PYTHONUNBUFFERED": "1",
         }
     )

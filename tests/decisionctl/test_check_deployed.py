@@ -24,6 +24,7 @@ import botocore.session
 import httpx
 import pytest
 from botocore.stub import Stubber
+from decision_adapter.launcher import local_threads
 from decision_spec.evaluation_record import EvaluationTolerance
 from decisionctl.commands import check_deployed, cli
 from decisionctl.evaluation.cases import load_cases
@@ -35,6 +36,8 @@ from tests.conftest import copy_model, require_model
 from tests.sagemaker_runtime_standin import ACCOUNT, SageMakerRuntimeStandIn
 
 REGION = "us-west-2"
+A_THREADS = int(local_threads())  # the record's adapter runs as every test app does
+B_THREADS = 1 if A_THREADS != 1 else 2  # the pool's other kind of instance
 ENDPOINT = "decision-dev-cpu"
 DEPLOYED_TOLERANCE = {"probability": 0.05, "flips": 1}
 SUITE_IDS = (
@@ -113,8 +116,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     tmp = tmp_path_factory.mktemp("check-deployed")
     model = copy_model(tmp / "model")
     a = start_app(model_dir=model)
-    # B also runs one thread (A two): another kind of instance, as its x_run hardware reports
-    b = start_app(model_dir=model, env={"DECISION_ORDER_DEBIAS": "off", "SM_LLAMA_CPP_THREADS": "1"})
+    # B also runs another number of threads than A: another kind of instance, as its x_run hardware reports
+    b = start_app(model_dir=model, env={"DECISION_ORDER_DEBIAS": "off", "SM_LLAMA_CPP_THREADS": str(B_THREADS)})
     runtime = SageMakerRuntimeStandIn(
         a.url,
         endpoint=ENDPOINT,
@@ -191,7 +194,7 @@ def test_the_variant_serving_the_recorded_artifact_passes(served: dict[str, Any]
     assert a["passed"] and a["failures"] == [] and a["cases"] == len(SUITE_IDS)
     assert a["max_delta"] is not None and a["max_delta"] <= 1e-6  # the adapter the record was written from
     assert a["flips"] == [] and a["over_tolerance"] == []
-    assert a["hardware"]["threads"] == 2 and a["adapter"] and a["llama_cpp_build"] is not None
+    assert a["hardware"]["threads"] == A_THREADS and a["adapter"] and a["llama_cpp_build"] is not None
     assert code == 1 and not report["passed"]  # the Gpu variant fails (the next test)
     (endpoint,) = report["endpoints"]
     assert endpoint["status"] == "InService"
@@ -307,11 +310,11 @@ def test_an_endpoint_not_in_service_fails_and_nothing_is_scored(tmp_path: Path) 
 @pytest.mark.slow  # the served fixture's two adapters and record: about 20 s
 def test_a_pool_variant_names_each_kind_of_instance_and_the_cases_the_other_kind_moved(served: dict[str, Any]) -> None:
     """Pool stands in for an instance pool whose instances differ: its requests alternate between A (the record's
-    adapter, two threads) and B (one thread, another debias mode). Cases are sent one at a time in the suite's
+    adapter, A_THREADS) and B (B_THREADS, another debias mode). Cases are sent one at a time in the suite's
     order, so the odd ones reach B; the cases past the tolerance must be exactly B's cases that B moved past it."""
     code, report, markdown = _run(served, "pool", described(["Pool"]))
     pool = _variant(report, "Pool")
-    assert {k["hardware"]["threads"]: k["cases"] for k in pool["hardware_seen"]} == {2: 5, 1: 5}
+    assert {k["hardware"]["threads"]: k["cases"] for k in pool["hardware_seen"]} == {A_THREADS: 5, B_THREADS: 5}
     record = json.loads((served["cdk_json"].parent / "evaluation" / "dev.json").read_text())
     cases = load_cases(served["cdk_json"].parent / "evaluation" / "suite.jsonl")
     moved = _direct(served["b"].url, cases)
