@@ -16,14 +16,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SHA256, AdapterProcess, start_adapter
+from decision_adapter.launcher import (
+    MODEL_DIR,
+    MODEL_FILE,
+    MODEL_SHA256,
+    MODEL_SOURCE,
+    MODEL_SOURCE_SHA256,
+    AdapterProcess,
+    start_adapter,
+)
 
 from tests.app_support import AppServer, close_shared_services, start_app
 from tests.model_time import DECODE, ModelTime, wrap_eval
 from tests.suite_time import by_directory
 
 # Test modules import the launcher's names from here as well as the fixtures.
-__all__ = ["MODEL_DIR", "MODEL_FILE", "MODEL_SHA256", "AdapterProcess", "start_adapter"]
+__all__ = [
+    "MODEL_DIR",
+    "MODEL_FILE",
+    "MODEL_SHA256",
+    "MODEL_SOURCE",
+    "MODEL_SOURCE_SHA256",
+    "AdapterProcess",
+    "start_adapter",
+]
 
 
 MODEL_TIME = ModelTime()  # the model's decode work in this process, per test (tests/model_time.py)

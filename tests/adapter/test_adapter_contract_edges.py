@@ -74,7 +74,7 @@ def test_request_logs_carry_identity_and_no_raw_text_by_default(adapter: AppServ
     time.sleep(0.2)
     assert secret not in adapter.log_text()
     decisions = [line for line in adapter.log_lines() if line.get("event") == "decision"]
-    assert decisions and decisions[-1]["identity"]["model_sha256"].startswith("b179c952")
+    assert decisions and decisions[-1]["identity"]["model_sha256"].startswith("c624c2be")
     assert decisions[-1]["questions"][0]["id"] == "refund" and "latency_ms" in decisions[-1]
 
 
@@ -235,7 +235,7 @@ def test_manifest_mismatch_refuses_to_start(model_copy: Path, tmp_path: Path) ->
     failure = [line for line in adapter.log_lines() if line.get("event") == "model_checksum_mismatch"]
     assert failure, adapter.log_path.read_text()
     assert failure[0]["expected_sha256"] == "0" * 64
-    assert failure[0]["actual_sha256"].startswith("b179c952") and failure[0]["file"].endswith(".gguf")
+    assert failure[0]["actual_sha256"].startswith("c624c2be") and failure[0]["file"].endswith(".gguf")
 
 
 def test_invalid_runtime_setting_stops_start_up_and_unknown_ones_are_ignored(tmp_path: Path, model_copy: Path) -> None:

@@ -5,7 +5,7 @@ an adapter with the served settings (a policy records its debias mode); one adap
 it (every question also offered "none of these", every question read in all rotations). The bundled model
 is close to chance, so the tests check the mechanics and contrasts built to be plain, not that its
 decisions are good. At the default E = 0.05 it certifies nothing (checked here); the served policy is
-written at a lenient E = 0.9 only so that some band automates at all: certification itself is validated by
+written at a lenient E = 0.95 only so that some band automates at all: certification itself is validated by
 simulation (test_certify_simulation.py), the mechanics of serving it by the model.
 """
 
@@ -54,8 +54,8 @@ OUT_OF_SCOPE = [
 
 
 SERVED_ENV = {"DECISION_ORDER_DEBIAS": "rotations", "DECISION_OUT_OF_SCOPE": "true"}
-LENIENT_E = 0.9  # the near-chance model certifies a band only this loosely (the module doc says why)
-APPROVAL = "noul-approval-01"  # its question's five cases were all right: at LENIENT_E its own band automates
+LENIENT_E = 0.95  # the near-chance model certifies a band only this loosely (the module doc says why)
+APPROVAL = "noul-approval-01"  # two of its question's five cases wrong: at LENIENT_E its own band automates
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class Evaluated:
     model: Path  # the model directory whose manifest holds the policy
     run: Path  # evaluate's --out
     strict_output: str  # what evaluate printed at the default E = 0.05
+    lenient_output: str  # and at LENIENT_E
 
 
 @pytest.fixture(scope="module")
@@ -73,14 +74,15 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
     require_model()
     root = tmp_path_factory.mktemp("policy")
     model = copy_model(root / "model")
-    printed = io.StringIO()
+    printed, printed_lenient = io.StringIO(), io.StringIO()
     with app_server(model_dir=model, env=SERVED_ENV) as scorer:
         argv = ["evaluate", str(shipped("examples.jsonl")), "--url", scorer.url, "--out", str(root / "run")]
         with contextlib.redirect_stdout(printed):
             assert cli.main(argv) == 0
         lenient = ["--max-error", str(LENIENT_E), "--write-policy", str(model / "manifest.json")]
-        assert cli.main([*argv, *lenient]) == 0
-    return Evaluated(model, root / "run", printed.getvalue())
+        with contextlib.redirect_stdout(printed_lenient):
+            assert cli.main([*argv, *lenient]) == 0
+    return Evaluated(model, root / "run", printed.getvalue(), printed_lenient.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +148,11 @@ def test_a_chance_level_model_certifies_nothing_at_five_percent(evaluated: Evalu
     assert "Certified for automation at error <= 5.0% with probability 95.0% out of sample" in out
     assert "overall: 0.0% of 51 cases certified for automation at <= 5.0% error (0 of 13 bands automate)" in out
     assert out.count("no automate band") == 16  # 13 questions and 3 types
-    # the approval question was right on all 5 of its cases: at that accuracy, 117 cases would certify it
-    assert f"({APPROVAL}): no automate band; at the error measured at confidence >= 0.500 (0.0%), about 117" in out
+    # the approval question's lowest error is far above E: no number of such cases would certify it
+    assert f"({APPROVAL}): no automate band; no number of cases like these would certify one (its lowest" in out
+    # at LENIENT_E the team question's error (4 of 6 wrong) would certify with about 10 such cases
+    team = "(choice-team-01): no automate band; at the error measured at confidence >= 0.000 (66.7%), about 10 cases"
+    assert team in evaluated.lenient_output
     # the type bands' measured errors are far above E: no number of such cases would
     for qtype in ("noul", "choice", "score"):
         assert f"{qtype} (type band): no automate band; no number of cases like these would certify one" in out
@@ -167,7 +172,7 @@ def test_the_policy_has_per_question_bands_served_by_the_question_and_by_its_typ
     assert approval.automate_at_or_above is not None and approval.certificate is not None
     assert (approval.certificate.max_error, approval.certificate.cases) == (LENIENT_E, 5)
     assert policy.types["noul"].automate_at_or_above is not None
-    assert policy.types["choice"].automate_at_or_above is None  # not even at E = 0.9
+    assert policy.types["score"].automate_at_or_above is None  # not even at E = 0.95
     unseen = {"type": "noul", "instructions": "Is this message written in capital letters only?"}
     assert bands.question_key(unseen) not in policy.questions
     states = [cases[i].state for i in cases if i.startswith("noul-approval")]

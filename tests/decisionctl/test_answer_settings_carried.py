@@ -37,7 +37,7 @@ from tests.answer_settings_support import CARRIED
 from tests.cdk_support import cdk_context
 from tests.decisionctl_support import x_run
 
-DEV_MODEL_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # cdk.json's dev model
+DEV_MODEL_SHA = "c624c2bea4349b36453448197f53b3935a96da7934904c124a612716c348a8ff"  # cdk.json's dev model
 SUITE = "evaluation/support-suite.jsonl"
 PROVENANCE = Provenance(
     cases_file="cases.jsonl",

@@ -328,7 +328,7 @@ def test_a_pool_variant_names_each_kind_of_instance_and_the_cases_the_other_kind
     }
     assert past  # B moved at least one of its cases past the tolerance
     assert {row["id"] for row in pool["over_tolerance"]} == past
-    assert all(row["hardware"]["threads"] == 1 for row in pool["over_tolerance"])
+    assert all(row["hardware"]["threads"] == B_THREADS for row in pool["over_tolerance"])
     assert code == 1 and "Pool: answered by 2 kinds of instance" in markdown
 
 

@@ -38,7 +38,7 @@ def adapter_line(record: dict[str, Any]) -> str:
 DECISION = {
     "event": events.DECISION, "request_id": "req-1", "route": "/v1/systemone", "status": 200, "latency_ms": 812.5,
     "questions": [{"id": "q", "type": "noul", "instructions": SECRET}], events.ANSWERS_FIELD: 1,
-    events.INPUT_FLAGGED_FIELD: 0, "identity": {"model_sha256": "b179c9523d0e" + "0" * 52},
+    events.INPUT_FLAGGED_FIELD: 0, "identity": {"model_sha256": "c624c2bea434" + "0" * 52},
     events.POLICY_FIELD: "0123456789abcdef", "automated": 0, "reviewed": 0, "abstained": 1, "state": SECRET,
 }  # fmt: skip
 REJECTED = {"event": events.OVERLOAD_REJECTED, "request_id": "req-2", "route": "/invocations", "status": 429}
@@ -94,7 +94,7 @@ def test_decisions_and_rejections_paged_with_the_exact_request() -> None:
     print(text)
     assert SECRET not in text
     assert "decision req-1 /v1/systemone 200  812.5 ms, 1 answer(s), policy 0123456789abcdef: 0 automated, " in text
-    assert "1 abstained, model b179c9523d0e" in text
+    assert "1 abstained, model c624c2bea434" in text
     assert "overload_rejected req-2 /invocations 429" in text
     assert printed[-1] == "  2 line(s)"
 

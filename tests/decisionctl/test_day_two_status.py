@@ -24,7 +24,7 @@ from tests.cdk_support import ROOT
 REGION = "us-west-2"
 ACCOUNT = "123456789012"
 WHEN = datetime(2026, 12, 3, 20, 15, tzinfo=UTC)
-GGUF_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+GGUF_SHA = "c624c2bea4349b36453448197f53b3935a96da7934904c124a612716c348a8ff"
 
 
 def clients() -> dict[str, Any]:

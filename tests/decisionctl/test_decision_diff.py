@@ -39,7 +39,7 @@ SUITE_IDS = (
     "score-anger-01",
     "score-anger-02",
 )
-TEMPERATURE = 0.5  # sharpens: more answers pass a band's automate threshold
+TEMPERATURE = 0.25  # sharpens: more answers pass a band's automate threshold, and ECE rises 0.18
 REWORDED = "choice-team-03"
 
 
@@ -203,7 +203,8 @@ def test_a_slot_prior_moves_only_the_three_option_choice_answers_and_its_flips_a
     for cid, answer in base.items():
         if not cid.startswith("choice-team"):
             assert new[cid]["probs"] == answer["probs"], cid
-    expected = [cid for cid in SUITE_IDS if _top(p.replies["base"][cid]) != _top(p.replies["slot_prior"][cid])]
+    in_record_order = json.loads(records["base"].read_text())["answers"]  # flips come in the base record's order
+    expected = [cid for cid in in_record_order if _top(p.replies["base"][cid]) != _top(p.replies["slot_prior"][cid])]
     assert expected, "a 0.05/0.9/0.05 prior moves at least one three-way pick on these cases"
     assert [f["id"] for f in report["flips"]] == expected
     for flip in report["flips"]:
@@ -220,7 +221,8 @@ def test_another_debias_mode_is_named_and_its_flips_are_the_adapters_own(project
     _, report, _ = _diff(records, "debias_off", tmp_path)
     assert report["run_changes"]["order_debias_mode"] == {"base": "reverse", "new": "off"}
     assert report["base"]["artifact"] == report["new"]["artifact"]  # the same artifact, served another way
-    expected = [cid for cid in SUITE_IDS if _top(p.replies["base"][cid]) != _top(p.replies["debias_off"][cid])]
+    in_record_order = json.loads(records["base"].read_text())["answers"]  # flips come in the base record's order
+    expected = [cid for cid in in_record_order if _top(p.replies["base"][cid]) != _top(p.replies["debias_off"][cid])]
     assert [f["id"] for f in report["flips"]] == expected
     # the accuracy gate on both sides of the drop, the drop counted from the adapters' own replies
     labels = {cid: a["expected"] for cid, a in json.loads(records["base"].read_text())["answers"].items()}

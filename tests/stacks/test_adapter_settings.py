@@ -31,7 +31,7 @@ from stacks.config import ConfigError, load_environment
 from tests.answer_settings_support import CARRIED
 from tests.cdk_support import cdk_context
 
-DEV_MODEL_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+DEV_MODEL_SHA = "c624c2bea4349b36453448197f53b3935a96da7934904c124a612716c348a8ff"
 SUITE = "evaluation/support-suite.jsonl"
 CANDIDATE_SHA = "ef" * 32
 OPTIONS = {

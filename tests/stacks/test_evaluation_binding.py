@@ -22,7 +22,7 @@ from tests.cdk_support import cdk_context, variant_context
 
 SUITE = "evaluation/support-suite.jsonl"
 RECORD = "evaluation/dev.json"
-MODEL_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+MODEL_SHA = "c624c2bea4349b36453448197f53b3935a96da7934904c124a612716c348a8ff"
 REAL_LOOKING_SHA = "ab" * 32
 MANIFEST_SHA = "cd" * 32
 FIX = "`decisionctl record-evaluation --env dev --url <adapter serving the artifact> --artifact <artifact dir>`"

@@ -134,7 +134,7 @@ def test_synth_refuses_an_instance_too_small_for_the_configured_state_cache(
     assert needed > 8 * 1024 - HOST_RESERVED_MB  # the cache alone is the instance's 8 GiB
     message = str(error)
     assert f"environments.dev.cpu: ml.c6i.xlarge has 8 GiB ({8 * 1024 - HOST_RESERVED_MB} MB after" in message
-    assert f"the model needs {needed} MB (GGUF 94 MB, 1 decision context(s) of 4096 tokens at 23040 bytes" in message
+    assert f"the model needs {needed} MB (GGUF 88 MB, 1 decision context(s) of 4096 tokens at 23040 bytes" in message
     assert f"the configured state cache 8192 MB, runtime {RUNTIME_OVERHEAD_MB} MB" in message
     assert "the smallest type that fits is ml.c6i.2xlarge" in message
     print(error)

@@ -100,8 +100,8 @@ def test_the_component_serves_the_model_with_its_copies_memory_and_cores() -> No
             },
         },
     )
-    # the bundled model: 94 MB of GGUF, one 4,096-token context and a two-context state cache, and the runtime
-    assert memory == 876
+    # the bundled model: 88 MB of GGUF, one 4,096-token context and a two-context state cache, and the runtime
+    assert memory == 870
 
 
 def test_copies_scale_on_concurrency_and_come_back_from_zero_on_a_step_policy() -> None:
@@ -282,8 +282,8 @@ def _serverless_dev(**cpu: Any) -> dict[str, Any]:
 
 def test_a_serverless_model_that_cannot_fit_is_refused_with_its_numbers_and_the_fix() -> None:
     message = _refusal(_serverless_dev(ctx_size=262_144))
-    assert "environments.dev.cpu: the model needs about 7390 MB" in message
-    assert "GGUF 94 MB, 1 decision context(s)" in message and "262144 tokens at 23040 bytes a token" in message
+    assert "environments.dev.cpu: the model needs about 7384 MB" in message
+    assert "GGUF 88 MB, 1 decision context(s)" in message and "262144 tokens at 23040 bytes a token" in message
     assert "more than serverless inference's 6144 MB" in message
     assert "lower ctx_size or max_concurrency, or set hosting.mode to components" in message
     envs = _serverless_dev()
@@ -291,7 +291,7 @@ def test_a_serverless_model_that_cannot_fit_is_refused_with_its_numbers_and_the_
     assert load_environment(copy.deepcopy(envs), "dev").cpu is not None
     envs["dev"]["cpu"]["ctx_size"] = 16_384
     message = _refusal(envs)
-    assert "hosting.memory_mb 1024 is below the 1686 MB the model needs" in message and "raise it to 2048" in message
+    assert "hosting.memory_mb 1024 is below the 1680 MB the model needs" in message and "raise it to 2048" in message
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from stacks.preflight_handler.index import PLACEHOLDER, PreflightFailed, fingerp
 BUCKET = "decisionendpoints-dev-model-bucket"
 ARTIFACT = "models/smollm2/model.tar.gz"
 MANIFEST = "models/smollm2/manifest.json"
-GGUF_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+GGUF_SHA = "c624c2bea4349b36453448197f53b3935a96da7934904c124a612716c348a8ff"
 OTHER_SHA = "ab" * 32
 TAR_SHA = "cd" * 32
 DIGEST = "sha256:" + "12" * 32
@@ -56,7 +56,7 @@ def event(request: str = "Create", **overrides: Any) -> dict[str, Any]:
 
 def manifest_bytes(sha256: str = GGUF_SHA) -> bytes:
     manifest = Manifest(
-        schema=SCHEMA, model_file="SmolLM2-135M-Instruct.Q4_1.gguf", sha256=sha256, size_bytes=98, source="t"
+        schema=SCHEMA, model_file="SmolLM2-135M-Instruct.Q4_0.gguf", sha256=sha256, size_bytes=98, source="t"
     )
     return json.dumps(manifest.dump(), indent=2, sort_keys=True).encode()
 
@@ -102,7 +102,7 @@ def test_a_packaged_artifact_passes_and_reports_its_checksums(s3: tuple[Any, Stu
     result = on_event(event(), None, client)
     assert result == {
         "PhysicalResourceId": f"s3://{BUCKET}/{ARTIFACT}#{fingerprint(props())}",
-        "Data": {"ModelFile": "SmolLM2-135M-Instruct.Q4_1.gguf", "ModelSha256": GGUF_SHA, "ArtifactSha256": TAR_SHA},
+        "Data": {"ModelFile": "SmolLM2-135M-Instruct.Q4_0.gguf", "ModelSha256": GGUF_SHA, "ArtifactSha256": TAR_SHA},
     }
 
 
@@ -173,7 +173,7 @@ def test_wrong_model_checksum_names_both_and_both_fixes(s3: tuple[Any, Stubber])
     expect_manifest(stub, manifest_bytes(OTHER_SHA))
     message = failure(client, event())
     assert message.startswith(
-        f"checksum mismatch: s3://{BUCKET}/{MANIFEST} names SmolLM2-135M-Instruct.Q4_1.gguf with sha256 {OTHER_SHA}, "
+        f"checksum mismatch: s3://{BUCKET}/{MANIFEST} names SmolLM2-135M-Instruct.Q4_0.gguf with sha256 {OTHER_SHA}, "
         f"but environments.dev.model.sha256 is {GGUF_SHA}."
     )
     assert FIX in message and f"set environments.dev.model.sha256 to {OTHER_SHA}" in message

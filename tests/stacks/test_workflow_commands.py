@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DECISIONCTL = str(ROOT / ".venv" / "bin" / "decisionctl")
 WORKFLOWS = ROOT / ".github" / "workflows"
 CASES = ("noul-refund-01", "noul-refund-02", "noul-spam-01", "choice-team-01", "choice-team-02", "score-anger-03")
-# The suite's change under review: a case reworded into a refund request. On SmolLM2 its yes/no answer moves
-# from 0.49 to 0.52, across the pick: one flip, deterministic on the CPU build.
-REWORDED = ("noul-refund-02", "Please refund my money, I want it back now.", True)
+# The suite's change under review: a case reworded into a refund request. On the bundled SmolLM2 its yes/no answer
+# moves from 0.55 to 0.47 (wrongly: the model is at chance), across the pick: one flip, deterministic on the CPU build.
+REWORDED = ("noul-refund-02", "I want a refund.", True)
 SHIFTED = "noul-spam-01"  # the case test (c) edits in the record to test the tolerance gate
 LOOSE = {"max_accuracy_drop_points": None, "max_flips": None, "max_ece_rise": None, "band_bound": False}
 ENDPOINT, VARIANT = "decision-dev-cpu", "AllTraffic"  # stacks/endpoint.py VARIANT_NAME

@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--license", required=True, help="the model's license, e.g. Apache-2.0")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory (the adapter's DECISION_MODEL_DIR)")
     p.add_argument("--upload", metavar="s3://BUCKET/KEY", help="put model.tar.gz there and manifest.json beside it")
+    p.add_argument("--requantize", choices=["q4_0"], help="package the GGUF's Q4_0 copy (docs/cli.md)")
     p.add_argument(
         "--answer-setting",
         action="append",
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             out=Path(args.out),
             upload=args.upload,
             answer_settings=answer_settings(args.answer_setting),
+            requantize=args.requantize,
         )
     except ChecksumMismatch as exc:
         say(

@@ -49,7 +49,7 @@ _STRING, _ARRAY = 8, 9
 _MAX_KEYS = 1 << 16  # a header with more keys than this is not a model's
 
 
-class _Header:
+class GgufHeader:
     """Reads the GGUF header's key-value section (version 2 and 3, little-endian), nothing of the tensors."""
 
     def __init__(self, stream: BinaryIO) -> None:
@@ -90,7 +90,7 @@ def shape_metadata(path: Path) -> dict[str, str]:
     """The GGUF's architecture and shape keys as strings, the way llama.cpp's metadata dict gives them."""
     found: dict[str, str] = {}
     with path.open("rb") as stream:
-        header = _Header(stream)
+        header = GgufHeader(stream)
         if stream.read(4) != b"GGUF":
             raise FootprintError(f"{path}: no GGUF magic")
         try:

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from decisionctl.release.footprint import Footprint, footprint_or_note
+from decisionctl.release.requantize import TARGETS, RequantizeError, requantize_q4_0, requantized_name
 
 TARBALL = "model.tar.gz"
 GGUF_MAGIC = b"GGUF"
@@ -215,6 +216,44 @@ def _readable_manifest(path: Path) -> Manifest | None:
         return None
 
 
+def _checked_arguments(gguf: Path, expected_sha256: str, requantize: str | None) -> str:
+    """The expected sha256 normalised; PackagingError for a malformed one, a missing file or an unknown target."""
+    expected = expected_sha256.strip().lower()
+    if not _SHA256_HEX.match(expected):
+        raise PackagingError(f"--expected-sha256 must be 64 hex digits, got {expected_sha256!r}")
+    if not gguf.is_file():
+        raise PackagingError(f"no such file: {gguf}")
+    if requantize is not None and requantize not in TARGETS:
+        raise PackagingError(f"--requantize {requantize}: the one target is {', '.join(TARGETS)}")
+    return expected
+
+
+def _requantized(gguf: Path, sha256: str, source: str, out: Path) -> tuple[Path, str, str, list[str]]:
+    """The verified `gguf`'s Q4_0 copy written into `out` (kept where `out` already holds these bytes): its path,
+    sha256, the manifest's source (naming the file it was made from) and what was done."""
+    dest = out / requantized_name(gguf.name)
+    tmp = dest.with_name(dest.name + ".partial")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    tmp.unlink(missing_ok=True)
+    try:
+        rewritten = requantize_q4_0(gguf, tmp)
+    except RequantizeError as exc:
+        tmp.unlink(missing_ok=True)
+        if created:
+            out.rmdir()
+        raise PackagingError(f"{exc}; nothing was written") from None
+    made = hash_with_progress(tmp, f"sha256 {dest.name}")
+    if dest.exists() and dest.stat().st_size == tmp.stat().st_size and sha256_file(dest) == made:
+        tmp.unlink()
+        action = f"{dest.name} already in place (same sha256)"
+    else:
+        os.replace(tmp, dest)
+        action = f"{dest.name} written: {rewritten} Q4_1 tensors of {gguf.name} requantized to Q4_0"
+    described = f"{source}; {gguf.name} (sha256 {sha256}) requantized to Q4_0 by decisionctl package-model"
+    return dest, made, described, [action]
+
+
 def package_model(
     gguf: Path,
     *,
@@ -225,14 +264,13 @@ def package_model(
     upload: str | None = None,
     s3_client: Any = None,
     answer_settings: Mapping[str, str] | None = None,
+    requantize: str | None = None,
 ) -> Packaged:
     """`answer_settings`: the settings that change answers to record (package-model's --answer-setting), over those
-    a previous manifest of the model recorded; the adapter adopts them at start."""
-    expected = expected_sha256.strip().lower()
-    if not _SHA256_HEX.match(expected):
-        raise PackagingError(f"--expected-sha256 must be 64 hex digits, got {expected_sha256!r}")
-    if not gguf.is_file():
-        raise PackagingError(f"no such file: {gguf}")
+    a previous manifest of the model recorded; the adapter adopts them at start. `requantize` ("q4_0"): the artifact
+    holds the verified GGUF's Q4_0 copy (decisionctl.release.requantize), its own sha256 in the manifest and the
+    source's named in `source`."""
+    expected = _checked_arguments(gguf, expected_sha256, requantize)
     destination = parse_s3_url(upload) if upload else None
     actual = hash_with_progress(gguf, f"sha256 {gguf.name}")
     if actual != expected:
@@ -240,6 +278,9 @@ def package_model(
     with gguf.open("rb") as f:
         if f.read(4) != GGUF_MAGIC:
             raise PackagingError(f"{gguf} has the expected checksum but is not a GGUF file (no GGUF magic)")
+    made: list[str] = []
+    if requantize is not None:
+        gguf, actual, source, made = _requantized(gguf, actual, source, out)
     footprint, unread = footprint_or_note(gguf)
 
     manifest_path = out / MANIFEST_NAME
@@ -252,7 +293,7 @@ def package_model(
 
     out.mkdir(parents=True, exist_ok=True)
     dest = out / gguf.name
-    actions = [_place(gguf, dest, actual)]
+    actions = made or [_place(gguf, dest, actual)]
     manifest = Manifest(
         schema=SCHEMA,
         model_file=gguf.name,
