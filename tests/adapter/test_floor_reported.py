@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from decision_adapter.launcher import start_adapter
 from decision_spec.manifest import calibration_sha256, read_manifest, write_manifest
 from decision_spec.policy import Band, Certificate, Provenance, seal
 
+from tests.app_support import start_app
 from tests.conftest import copy_model, require_model
 
 pytestmark = [pytest.mark.model]
@@ -24,8 +24,8 @@ CERTIFICATE = Certificate(
 QUESTION = {"q": {"type": "noul", "instructions": "Is this a refund request?"}}
 
 
-def floor_served(tmp: Path, model: Path, env: dict[str, str] | None = None) -> Any:
-    adapter = start_adapter(tmp, model_dir=model, env=env)
+def floor_served(model: Path, env: dict[str, str] | None = None) -> Any:
+    adapter = start_app(model_dir=model, env=env)
     try:
         reply = httpx.post(
             adapter.url + "/v1/systemone", json={"state": "Refund me.", "questions": QUESTION}, timeout=120
@@ -52,6 +52,6 @@ def test_the_floor_that_acts_is_reported(tmp_path: Path) -> None:
         ),
     )  # fmt: skip
     write_manifest(manifest.model_copy(update={"policy": policy}), with_floor / "manifest.json")
-    assert floor_served(tmp_path / "a", bare) is None  # no policy, no setting: no floor acts
-    assert floor_served(tmp_path / "b", with_floor) == 0.2  # the policy's (null before issue 46)
-    assert floor_served(tmp_path / "c", with_floor, {"DECISION_MIN_LABEL_MASS": "0.4"}) == 0.4  # the environment's
+    assert floor_served(bare) is None  # no policy, no setting: no floor acts
+    assert floor_served(with_floor) == 0.2  # the policy's (null before issue 46)
+    assert floor_served(with_floor, {"DECISION_MIN_LABEL_MASS": "0.4"}) == 0.4  # the environment's

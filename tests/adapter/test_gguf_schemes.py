@@ -4,6 +4,7 @@ scheme logic on its own (metadata validation, label codes, chunks, the prefix sp
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import string
@@ -77,11 +78,17 @@ HOT = {"noul": 2.5, "choice": 2.5, "choice.3_5": 0.75}  # score left at the defa
 # ---------------------------------------------------------------- GGUF copies
 
 
+@functools.cache
+def bundled_reader() -> gguf.GGUFReader:
+    """The bundled GGUF parsed once (1.6 s of the 2.2 a copy took) for every copy this module writes."""
+    return gguf.GGUFReader(MODEL_DIR / MODEL_FILE)
+
+
 def write_variant(directory: Path, extra: dict[str, tuple[Any, gguf.GGUFValueType]]) -> Path:
     """A copy of the SmolLM2 GGUF with the same tensors and metadata plus `extra`, and its manifest."""
     directory.mkdir(parents=True)
     target = directory / MODEL_FILE
-    reader = gguf.GGUFReader(MODEL_DIR / MODEL_FILE)
+    reader = bundled_reader()
     arch = reader.get_field("general.architecture")
     assert arch is not None
     writer = gguf.GGUFWriter(target, arch=arch.contents(), endianess=reader.endianess)
@@ -122,17 +129,33 @@ def decision_keys(kind: str, temperatures: dict[str, float] | None = None) -> di
     return keys
 
 
-@pytest.fixture(scope="module")
-def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    require_model()
-    root = tmp_path_factory.mktemp("gguf-variants")
-    return {
-        "openjev": write_variant(root / "openjev", decision_keys("openjev", {"choice": 1.0})),
-        "openjev-hot": write_variant(root / "openjev-hot", decision_keys("openjev", HOT)),
-        "lev": write_variant(root / "lev", decision_keys("lev")),
-        "nimble": write_variant(root / "nimble", decision_keys("nimble")),
-        "foo": write_variant(root / "foo", decision_keys("foo")),
+class Variants:
+    """The GGUF copies by name (the decision keys each adds), each written on first use: a test that needs two of
+    them (the change counts run one such test in a scratch tree) writes two."""
+
+    KEYS: Mapping[str, tuple[str, dict[str, float] | None]] = {
+        "openjev": ("openjev", {"choice": 1.0}),
+        "openjev-hot": ("openjev", HOT),
+        "lev": ("lev", None),
+        "nimble": ("nimble", None),
+        "foo": ("foo", None),
     }
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: dict[str, Path] = {}
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.made:
+            kind, temperatures = self.KEYS[name]
+            self.made[name] = write_variant(self.root / name, decision_keys(kind, temperatures))
+        return self.made[name]
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> Variants:
+    require_model()
+    return Variants(tmp_path_factory.mktemp("gguf-variants"))
 
 
 def _adapter(model_dir: Path) -> Iterator[AppServer]:
@@ -142,17 +165,17 @@ def _adapter(model_dir: Path) -> Iterator[AppServer]:
 
 
 @pytest.fixture(scope="module")
-def openjev(variants: dict[str, Path]) -> Iterator[AppServer]:
+def openjev(variants: Variants) -> Iterator[AppServer]:
     yield from _adapter(variants["openjev"])
 
 
 @pytest.fixture(scope="module")
-def openjev_hot(variants: dict[str, Path]) -> Iterator[AppServer]:
+def openjev_hot(variants: Variants) -> Iterator[AppServer]:
     yield from _adapter(variants["openjev-hot"])
 
 
 @pytest.fixture(scope="module")
-def lev(variants: dict[str, Path]) -> Iterator[AppServer]:
+def lev(variants: Variants) -> Iterator[AppServer]:
     yield from _adapter(variants["lev"])
 
 
@@ -346,7 +369,7 @@ def test_question_text_before_the_shared_prefix_is_refused_clearly(vocab: Any) -
 
 
 @pytest.mark.model
-@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
+@pytest.mark.slow  # the GGUF copies this needs and their adapters: 15 s or more
 def test_the_model_reads_exactly_the_template_render(openjev: AppServer, vocab: Any) -> None:
     """(a) usage.input_tokens equals the token count of the template rendered by the test, and the answer
     equals a softmax over the label logits of that render evaluated in one piece by llama-cpp-python."""
@@ -384,7 +407,7 @@ def test_the_model_reads_exactly_the_template_render(openjev: AppServer, vocab: 
 
 
 @pytest.mark.model
-@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
+@pytest.mark.slow  # the GGUF copies this needs and their adapters: 15 s or more
 def test_gguf_temperatures_are_softmax_of_logits_over_t(openjev: AppServer, openjev_hot: AppServer) -> None:
     """(b) Same tensors and prompt, T from the GGUF: p_T is p_1 ** (1/T) renormalised, per type and bucket."""
     cold = ask(openjev.url, BILLING, MIXED)
@@ -404,7 +427,7 @@ def test_gguf_temperatures_are_softmax_of_logits_over_t(openjev: AppServer, open
 
 
 @pytest.mark.model
-@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
+@pytest.mark.slow  # the GGUF copies this needs and their adapters: 15 s or more
 def test_lev_averages_the_distributions_of_the_two_orders(lev: AppServer, openjev: AppServer) -> None:
     """(c) lev's choice answer is the mean of the given-order and reversed-order distributions, each of
     which an openjev copy with the same template computes on its own."""
@@ -423,9 +446,9 @@ def test_lev_averages_the_distributions_of_the_two_orders(lev: AppServer, openje
 
 
 @pytest.mark.model
-@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
+@pytest.mark.slow  # the GGUF copies this needs and their adapters: 15 s or more
 @pytest.mark.parametrize("kind", ["nimble", "foo"])
-def test_undeclared_scheme_types_refuse_to_start(variants: dict[str, Path], tmp_path: Path, kind: str) -> None:
+def test_undeclared_scheme_types_refuse_to_start(variants: Variants, tmp_path: Path, kind: str) -> None:
     """(d) The process exits non-zero, and its log names the type and the key."""
     adapter = start_adapter(tmp_path, model_dir=variants[kind], wait=False)
     assert adapter.proc.wait(timeout=120) != 0
@@ -437,9 +460,9 @@ def test_undeclared_scheme_types_refuse_to_start(variants: dict[str, Path], tmp_
 
 
 @pytest.mark.model
-@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
+@pytest.mark.slow  # the GGUF copies this needs and their adapters: 15 s or more
 def test_manifest_calibration_overrides_gguf_temperatures(
-    variants: dict[str, Path], openjev: AppServer, tmp_path: Path
+    variants: Variants, openjev: AppServer, tmp_path: Path
 ) -> None:
     """(e) The hot copy with a manifest calibration of T=2: the manifest's T applies, the GGUF's do not."""
     model_dir = tmp_path / "model"
@@ -464,7 +487,7 @@ def test_manifest_calibration_overrides_gguf_temperatures(
 
 
 @pytest.mark.model
-@pytest.mark.slow  # the variants fixture writes four GGUFs: about 20 s
+@pytest.mark.slow  # the GGUF copies this needs and their adapters: 15 s or more
 def test_openjev_answers_past_52_options(openjev: AppServer) -> None:
     """(f) 60 options: every option answered (two chunks led by the first option), summing to 1."""
     criteria = {"Billing": "Payments and refunds", **{f"Queue {i:02d}": f"Tickets for queue {i}" for i in range(1, 60)}}
