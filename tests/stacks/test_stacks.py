@@ -39,8 +39,14 @@ from tests.cdk_support import (
 )
 
 DLC_ACCOUNT = "763104351884"
-# The only actions that may have Resource "*": AWS offers no resource-level permissions for them.
-WILDCARD_RESOURCE_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
+# The only actions that may have Resource "*" (AWS offers no resource-level permissions for them), each with the
+# condition that scopes it where AWS offers one: metrics only into SageMaker's endpoint namespaces.
+WILDCARD_RESOURCE_ACTIONS: dict[str, dict[str, Any] | None] = {
+    "ecr:GetAuthorizationToken": None,
+    "cloudwatch:PutMetricData": {
+        "StringEquals": {"cloudwatch:namespace": ["/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents"]}
+    },
+}
 
 
 def endpoints(s: Synthesized) -> dict[str, dict[str, Any]]:
@@ -455,7 +461,9 @@ def test_no_action_wildcard_and_resource_wildcard_only_where_aws_requires(synth:
             assert "*" not in actions, logical
             assert not any(a.endswith(":*") for a in actions), (logical, actions)
             if "*" in as_list(statement["Resource"]):
-                assert actions <= WILDCARD_RESOURCE_ACTIONS, (logical, actions)
+                assert actions <= set(WILDCARD_RESOURCE_ACTIONS), (logical, actions)
+                for action in actions:
+                    assert statement.get("Condition") == WILDCARD_RESOURCE_ACTIONS[action], (logical, action)
 
 
 def test_no_aws_managed_full_access_policies(synth: Synthesized) -> None:
