@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-from decision_adapter.launcher import start_adapter
 from decision_spec.manifest import read_manifest
 from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
 
+from tests.app_support import start_app
 from tests.cdk_support import ROOT
 from tests.conftest import copy_model, require_model
 
@@ -46,7 +46,7 @@ def test_predictions_under_another_prior_are_refused_and_nothing_is_written(tmp_
     }
     cases.write_text("".join(suite[i] + "\n" for i in CASES), encoding="utf-8")
 
-    adapter = start_adapter(tmp_path / "before", model_dir=model)
+    adapter = start_app(model_dir=model)  # the app in this process: it reads the manifest as it starts, as `serve` does
     try:
         status, said = decisionctl("fit-prior", str(requests), "--url", adapter.url, "--manifest", str(manifest))
         assert status == 0, said
@@ -71,7 +71,7 @@ def test_predictions_under_another_prior_are_refused_and_nothing_is_written(tmp_
         assert f"the cases were scored under the slot prior none, but the manifest holds {held}" in said
     assert manifest.read_bytes() == fitted  # neither wrote
 
-    restarted = start_adapter(tmp_path / "after", model_dir=model)
+    restarted = start_app(model_dir=model)
     try:
         status, said = decisionctl(
             "evaluate", str(cases), "--url", restarted.url, "--out", str(tmp_path / "policy-after"), "--write-policy",
