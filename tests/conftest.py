@@ -47,11 +47,13 @@ _SESSION_STARTED = time.perf_counter()
 
 
 def _share_the_cores() -> None:
-    """Under pytest-xdist, each worker's llama.cpp gets its share of the cores (TEST_THREADS, read by the launcher and
-    tests/app_support.py), so that the workers' threads do not outnumber the cores (llama.cpp's threads spin)."""
+    """Under pytest-xdist, each worker's llama.cpp gets its share of the cores, at most two (TEST_THREADS, read by the
+    launcher and tests/app_support.py), so that the workers' threads do not outnumber the cores (llama.cpp's threads
+    spin)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "TEST_THREADS" not in os.environ:
-        os.environ["TEST_THREADS"] = str(max(1, (os.cpu_count() or 2) // workers))
+        cores = len(os.sched_getaffinity(0))  # nproc's count, as ./dev sizes the workers by
+        os.environ["TEST_THREADS"] = str(min(2, max(1, cores // workers)))  # two at most: the tests' own machines
 
 
 _share_the_cores()
