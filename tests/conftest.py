@@ -76,7 +76,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Each phase's report carries the model decode it spent (the report's own list: the item's is shared)."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    spent = MODEL_TIME.since_last(item.nodeid)
+    spent = MODEL_TIME.take(item.nodeid)
     if spent.tokens:
         report.user_properties = [*report.user_properties, (DECODE, (spent.tokens, spent.seconds))]
 

@@ -34,7 +34,6 @@ class ModelTime:
     by_test: dict[str, Cost] = field(default_factory=lambda: defaultdict(Cost))
     current: str = "(outside any test)"
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _told: dict[str, Cost] = field(default_factory=dict)  # what since_last has already handed out, per test
 
     def charge(self, tokens: int, seconds: float) -> None:
         self.charge_to(self.current, tokens, seconds)
@@ -47,14 +46,11 @@ class ModelTime:
         finally:
             self.current = previous
 
-    def since_last(self, nodeid: str) -> Cost:
-        """What `nodeid` has cost since the last call for it (one report phase's share)."""
+    def take(self, nodeid: str) -> Cost:
+        """What `nodeid` has cost since the last take (one report phase's share), forgotten here once handed out: the
+        reports carry it from then on."""
         with self._lock:
-            spent = self.by_test.get(nodeid, Cost())
-            told = self._told.setdefault(nodeid, Cost())
-            delta = Cost(spent.tokens - told.tokens, spent.seconds - told.seconds)
-            told.tokens, told.seconds = spent.tokens, spent.seconds
-            return delta
+            return self.by_test.pop(nodeid, Cost())
 
     @classmethod
     def from_reports(cls, reports: Iterable[Any]) -> ModelTime:

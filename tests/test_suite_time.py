@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tests.model_time import DECODE, ModelTime
+from tests.model_time import DECODE, Cost, ModelTime
 from tests.suite_time import by_directory, directory_of
 
 
@@ -45,7 +45,7 @@ def test_each_phase_carries_its_own_decode_and_the_reports_add_up_to_what_was_sp
         with spent.test("tests/adapter/test_a.py::test_one"):
             if tokens:
                 spent.charge(tokens, seconds)
-        share = spent.since_last("tests/adapter/test_a.py::test_one")
+        share = spent.take("tests/adapter/test_a.py::test_one")
         reports.append(
             SimpleNamespace(
                 nodeid="tests/adapter/test_a.py::test_one",
@@ -56,5 +56,5 @@ def test_each_phase_carries_its_own_decode_and_the_reports_add_up_to_what_was_sp
         )
     assert [r.user_properties for r in reports] == [[(DECODE, [300, 3.0])], [(DECODE, [20, 0.5])], []]
     gathered = ModelTime.from_reports(reports)
-    assert gathered.by_test == spent.by_test
+    assert gathered.by_test == {"tests/adapter/test_a.py::test_one": Cost(320, 3.5)}
     assert by_directory(reports, gathered)[-1].split() == ["all", "1", "3.0", "3.5"]

@@ -298,3 +298,22 @@ def test_upload_puts_the_evaluation_of_this_manifest_beside_it_and_leaves_anothe
     assert any("evaluation of another manifest" in a for a in stale.actions)
     broken = upload(b'{"artifact": {}}', uploaded=False)
     assert any("not an evaluation record (schema is None" in a for a in broken.actions), broken.actions
+
+
+@pytest.mark.model
+def test_requantize_refuses_tensor_data_out_of_the_order_of_the_tensor_infos(tmp_path) -> None:
+    """Each tensor's bytes are taken to run to the next tensor's offset; a GGUF laid out otherwise (legal, written by
+    no tool we know) is refused rather than copied into a file llama.cpp would misread."""
+    require_model()
+    from decisionctl.release.requantize import RequantizeError, _read_layout, requantize_q4_0
+
+    data = bytearray(MODEL_SOURCE.read_bytes())
+    with MODEL_SOURCE.open("rb") as f:
+        tensors = _read_layout(f)[0]
+    first, second = (t.kind_at + 4 for t in tensors[:2])  # each offset follows its type field
+    data[first : first + 8], data[second : second + 8] = data[second : second + 8], data[first : first + 8]
+    swapped = tmp_path / "swapped.Q4_1.gguf"
+    swapped.write_bytes(bytes(data))
+    with pytest.raises(RequantizeError, match="not laid out in the order of their infos"):
+        requantize_q4_0(swapped, tmp_path / "out" / "copy.gguf")
+    assert not (tmp_path / "out").exists()  # nothing written, not even the folder

@@ -228,20 +228,15 @@ def _checked_arguments(gguf: Path, expected_sha256: str, requantize: str | None)
     return expected
 
 
-def _requantized(gguf: Path, sha256: str, source: str, out: Path) -> tuple[Path, str, str, list[str]]:
+def _requantized(gguf: Path, sha256: str, source: str, out: Path) -> tuple[Path, str, str, str]:
     """The verified `gguf`'s Q4_0 copy written into `out` (kept where `out` already holds these bytes): its path,
     sha256, the manifest's source (naming the file it was made from) and what was done."""
     dest = out / requantized_name(gguf.name)
     tmp = dest.with_name(dest.name + ".partial")
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
     tmp.unlink(missing_ok=True)
     try:
-        rewritten = requantize_q4_0(gguf, tmp)
+        rewritten = requantize_q4_0(gguf, tmp)  # makes `out`, once the source is known to be rewritable
     except RequantizeError as exc:
-        tmp.unlink(missing_ok=True)
-        if created:
-            out.rmdir()
         raise PackagingError(f"{exc}; nothing was written") from None
     made = hash_with_progress(tmp, f"sha256 {dest.name}")
     if dest.exists() and dest.stat().st_size == tmp.stat().st_size and sha256_file(dest) == made:
@@ -251,7 +246,7 @@ def _requantized(gguf: Path, sha256: str, source: str, out: Path) -> tuple[Path,
         os.replace(tmp, dest)
         action = f"{dest.name} written: {rewritten} Q4_1 tensors of {gguf.name} requantized to Q4_0"
     described = f"{source}; {gguf.name} (sha256 {sha256}) requantized to Q4_0 by decisionctl package-model"
-    return dest, made, described, [action]
+    return dest, made, described, action
 
 
 def package_model(
@@ -278,9 +273,9 @@ def package_model(
     with gguf.open("rb") as f:
         if f.read(4) != GGUF_MAGIC:
             raise PackagingError(f"{gguf} has the expected checksum but is not a GGUF file (no GGUF magic)")
-    made: list[str] = []
+    written = None  # what --requantize did, which places the copy itself
     if requantize is not None:
-        gguf, actual, source, made = _requantized(gguf, actual, source, out)
+        gguf, actual, source, written = _requantized(gguf, actual, source, out)
     footprint, unread = footprint_or_note(gguf)
 
     manifest_path = out / MANIFEST_NAME
@@ -293,7 +288,7 @@ def package_model(
 
     out.mkdir(parents=True, exist_ok=True)
     dest = out / gguf.name
-    actions = made or [_place(gguf, dest, actual)]
+    actions = [written or _place(gguf, dest, actual)]
     manifest = Manifest(
         schema=SCHEMA,
         model_file=gguf.name,

@@ -100,7 +100,7 @@ def _aligned(n: int, alignment: int) -> int:
 
 def requantize_q4_0(source: Path, target: Path) -> int:
     """Write `target`: `source` with each Q4_1 tensor as Q4_0 and general.file_type Q4_0's. Returns the number of
-    tensors rewritten; RequantizeError, before `target` is opened, where the source has none or cannot be read."""
+    tensors rewritten; RequantizeError, before anything is written, where the source has none or cannot be read."""
     with source.open("rb") as src:
         try:
             tensors, file_type_at, alignment, header_end = _read_layout(src)
@@ -109,6 +109,8 @@ def requantize_q4_0(source: Path, target: Path) -> int:
         rewritten = sum(1 for t in tensors if t.kind == Q4_1)
         if not rewritten:
             raise RequantizeError(f"{source.name} holds no Q4_1 tensor: --requantize q4_0 rewrites Q4_1 tensors only")
+        if any(b.offset <= a.offset for a, b in pairwise(tensors)):  # each tensor's bytes run to the next one's
+            raise RequantizeError(f"{source.name}: its tensors' data is not laid out in the order of their infos")
         src.seek(0)
         header = bytearray(src.read(header_end))
         data_start, end = _aligned(header_end, alignment), source.stat().st_size
@@ -116,6 +118,7 @@ def requantize_q4_0(source: Path, target: Path) -> int:
         spans.append(end - data_start - tensors[-1].offset)
         if file_type_at is not None:
             header[file_type_at : file_type_at + _UINT32] = MOSTLY_Q4_0.to_bytes(_UINT32, "little")
+        target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("wb") as out:
             out.write(bytes(data_start))  # the header, written again below once the offsets are known
             for tensor, span in zip(tensors, spans, strict=True):
