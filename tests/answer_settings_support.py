@@ -11,6 +11,7 @@ CARRIED: dict[str, tuple[Any, Any]] = {
     "order_debias": ("rotations", "reverse"),
     "adaptive_tolerance": (0.2, 0.34),
     "state_boundary": ("tagged", "off"),
+    "option_labels": ("names", "letters"),
     "out_of_scope": (True, False),
     "min_label_mass": (0.5, 0.25),
     "rotation_max_options": (4, 8),

@@ -20,6 +20,7 @@ SPACED = 256  # " c" is the token SPACED + ord(c)
 BOS = 2 * SPACED
 VOCAB = BOS + 1
 OTHER_LOGIT = 0.0  # every token the script does not name
+END = "<end>"  # a script's name for the end-of-turn token (BOS doubles as it: neither is ever text)
 
 # The script: the text of the unit evaluated last -> logits by token text (" A"), or None for none named.
 Script = Callable[[str], Mapping[str, float] | None]
@@ -79,6 +80,9 @@ class FakeRuntime:
     def has_control_string(self, text: str) -> bool:
         return False
 
+    def eos_token(self) -> int:
+        return BOS
+
     @property
     def units(self) -> list[Unit]:
         return list(self._units)
@@ -102,7 +106,7 @@ class FakeRuntime:
     def _logits(self, text: str) -> npt.NDArray[np.float32]:
         logits = np.full(VOCAB, OTHER_LOGIT, dtype=np.float32)
         for piece, value in (self.script(text) or {}).items():
-            (token,) = encode(piece)
+            (token,) = (BOS,) if piece == END else encode(piece)
             logits[token] = value
         return logits
 

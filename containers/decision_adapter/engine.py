@@ -1,7 +1,8 @@
 """A decision request scored from logits (`DecisionEngine.score`): one state prefill, a suffix per question and order.
 
 For each question the model reads header + state + question suffix; the answer is a softmax over
-the logits of the option labels' tokens at the final position, and nothing is generated. With
+the logits of the option labels' tokens at the final position, or, where options are named, the chain
+rule over each name's tokens (core/cloze.py), and nothing is generated. With
 order-debiasing, each question is scored under several option orders (the scheme's: the given and
 the reversed, or every rotation) and the per-option vectors are combined (the scheme's `combine`: the
 mean of log-probabilities, or of probabilities for rotations), so a model's taste for a slot cannot
@@ -31,7 +32,8 @@ from decision_spec.schemas import AnyQuestion, DecisionRequest, Option, Text
 from .adaptive import settled
 from .calibration import ActiveCalibration
 from .core.caller_text import mark, mark_model
-from .core.errors import RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
+from .core.cloze import branch_points, cloze_logprobs
+from .core.errors import InvalidRequest, RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .core.signals import label_mass, log_softmax, order_name, shift_log_odds, softmax, split_out_of_scope
 from .deadline import Deadline
 from .input_flags import flags_of, state_flags
@@ -119,7 +121,7 @@ class DecisionEngine:
             raise self._context_exceeded(f"more than {prefix_len}")
         budget = _Budget(self.max_request_tokens, prefix_len)  # refused as soon as planning passes it
         plans = {qid: self._plan(qid, q, shown_state, budget) for qid, q in request.questions.items()}
-        longest = max(len(p.head) + len(p.suffix) + len(p.codes[0]) - 1 for plan in plans.values() for p in plan.passes)
+        longest = max(len(p.head) + len(p.suffix) + p.reach for plan in plans.values() for p in plan.passes)
         if prefix_len + longest > self.rt.n_ctx:
             raise self._context_exceeded(str(prefix_len + longest))
         t1 = time.perf_counter()
@@ -160,7 +162,9 @@ class DecisionEngine:
         head: Unit  # shared by the passes of one question (may be empty)
         suffix: Unit
         order: list[int]
-        codes: list[tuple[int, ...]]  # label tokens per slot: one, or two for chain-rule codes
+        codes: list[tuple[int, ...]]  # label tokens per slot: one, two for chain-rule codes, or a name's
+        reach: int = 0  # the most tokens one read holds after the suffix (a label's, or a name's up to a branch)
+        named: bool = False  # codes are names, scored by the chain rule where they part (core/cloze.py)
 
     @dataclass(frozen=True)
     class _Plan:
@@ -196,20 +200,53 @@ class DecisionEngine:
             shown_options.append(OUT_OF_SCOPE)
         passes: list[DecisionEngine._Pass] = []
         specs = self.scheme.passes(shown, shown_options, qid=mark(qid), state=shown_state, out_of_scope=out_of_scope)
+        names: dict[str, tuple[int, ...]] = {}  # a named question's names, tokenized once for all its orders
         for spec in specs:
             self._deadline.check("tokenizing a question")
-            codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
-            if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
-                raise RuntimeFailure("labels of one question must all be one token or all be two")
+            if spec.named:
+                codes = [names.get(c[0]) or names.setdefault(c[0], self._name_tokens(c[0])) for c in spec.codes]
+                reads = self._branches(qid, codes)
+                extra, reach = sum(reads), max(reads)
+            else:
+                codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
+                if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
+                    raise RuntimeFailure("labels of one question must all be one token or all be two")
+                extra = reach = len(codes[0]) - 1
             head = self.rt.tokenize(spec.head_text) if spec.head_text else ()
             suffix = self.rt.tokenize(spec.suffix_text)
             if budget is not None:  # one head per question
-                budget.spend((0 if passes else len(head)) + len(suffix) + len(codes[0]) - 1)
-            passes.append(DecisionEngine._Pass(head, suffix, spec.order, codes))
+                budget.spend((0 if passes else len(head)) + len(suffix) + extra)
+            passes.append(DecisionEngine._Pass(head, suffix, spec.order, codes, reach, spec.named))
         if len(passes) == 1 and passes[0].head:  # nothing to share: one read instead of two
             only = passes[0]
-            passes = [DecisionEngine._Pass((), only.head + only.suffix, only.order, only.codes)]
+            passes = [replace(only, head=(), suffix=only.head + only.suffix)]
         return DecisionEngine._Plan(question, options, passes, out_of_scope)
+
+    def _name_tokens(self, name: str) -> tuple[int, ...]:
+        """The tokens the model reads for an option's name as its answer, right after the prompt's tail (the name
+        alone where the tail's last token would merge with it)."""
+        tail = self.rt.tokenize(self.scheme.tail)
+        both = self.rt.tokenize(self.scheme.tail + self.scheme.label_sep + name)
+        if both[: len(tail)] == tail and len(both) > len(tail):
+            return tuple(both[len(tail) :])
+        return tuple(self.rt.tokenize(self.scheme.label_sep + name))
+
+    def _branches(self, qid: str, names: list[tuple[int, ...]]) -> list[int]:
+        """The length of each read the names cost beyond the suffix (0: the suffix's own logits); refused as the
+        caller's where two options share a name."""
+        try:
+            return [len(path) for path in branch_points(names, self.rt.eos_token())]
+        except ValueError:
+            raise InvalidRequest(
+                [
+                    {
+                        "loc": ["questions", qid, "criteria"],
+                        "msg": "with DECISION_OPTION_LABELS=names, options are answered by name, and two of this "
+                        "question's options have the same name",
+                        "type": "value_error",
+                    }
+                ]
+            ) from None
 
     def _label_token(self, piece: str) -> int:
         tok = self._label_tokens.get(piece)
@@ -264,7 +301,10 @@ class DecisionEngine:
         read_sum = np.zeros(n)
         for i, p in enumerate(plan.passes):
             units = [*prefix, p.head, p.suffix] if p.head else [*prefix, p.suffix]
-            logprob_by_slot, mass = self._slot_logprobs(units, p.codes)
+            if p.named:
+                logprob_by_slot, mass = self._name_logprobs(units, p.codes)
+            else:
+                logprob_by_slot, mass = self._slot_logprobs(units, p.codes)
             slot_probs.append([float(v) for v in np.exp(logprob_by_slot)])
             prior = None if plan.out_of_scope else self.calibration.prior_of(qtype, len(p.codes))
             if prior is not None:  # divide by the prior of the slots the options sat in, renormalize
@@ -307,6 +347,15 @@ class DecisionEngine:
             orders_read=names,
             slot_probabilities=slot_probs,
         )
+
+    def _name_logprobs(self, units: list[Unit], names: list[tuple[int, ...]]) -> tuple[npt.NDArray[np.float64], float]:
+        """log P(name) for each slot's option name, by the chain rule where the names part (core/cloze.py), and the
+        label mass, the same over the whole vocabulary."""
+
+        def logits_after(path: tuple[int, ...]) -> npt.NDArray[np.float64]:
+            return self._eval([*units, path] if path else units).astype(np.float64)
+
+        return cloze_logprobs(names, self.rt.eos_token(), logits_after)
 
     def _slot_logprobs(self, units: list[Unit], codes: list[tuple[int, ...]]) -> tuple[npt.NDArray[np.float64], float]:
         """log P(slot): a softmax over single label tokens, or the chain rule over two-token codes,

@@ -83,8 +83,8 @@ def build_identity(
     state_boundary: StateBoundary | None = None,
     served: Mapping[str, Any] | None = None,
 ) -> RunIdentity:
-    """`served`: the other answer settings in force (RunIdentity's out_of_scope, min_label_mass, rotation_max_options,
-    debias_max_options)."""
+    """`served`: the other answer settings in force (RunIdentity's option_labels, out_of_scope, min_label_mass,
+    rotation_max_options, debias_max_options)."""
     return RunIdentity(
         model_file=model_file,
         model_sha256=model_sha256,

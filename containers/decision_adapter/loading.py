@@ -115,11 +115,12 @@ def served_answer_settings(
 ) -> dict[str, Any]:
     """The answer settings x_run reports beside the debias mode and the state boundary: the out-of-scope option and
     the minimum label mass that acts (DECISION_MIN_LABEL_MASS, else the policy's floor; None: no floor) always, the
-    option counts debiased and rotated where the generic prompt reads them."""
+    option labels and the option counts debiased and rotated where the generic prompt reads them."""
     floor = settings.min_label_mass if settings.min_label_mass is not None else policy_floor
     served: dict[str, Any] = {"out_of_scope": settings.out_of_scope, "min_label_mass": floor}
     if generic:
         served |= {
+            "option_labels": settings.option_labels,
             "rotation_max_options": settings.rotation_max_options,
             "debias_max_options": settings.debias_max_options,
         }

@@ -69,6 +69,10 @@ class LlamaRuntime:
             return ""
         return str(self.llm.detokenize([tid], special=True).decode("utf-8", errors="ignore"))
 
+    def eos_token(self) -> int:
+        """The model's end-of-turn (EOS) token: what follows a named option's answer where another name goes on."""
+        return int(self.llm.token_eos())
+
     # -- evaluation
     @property
     def units(self) -> list[Unit]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from decision_spec.contract import StateBoundary
+from decision_spec.contract import OptionLabels, StateBoundary
 from decision_spec.decision_settings import DebiasedOptions, LabelMass, OrderDebias, RotatedOptions, Tolerance
 
 ENV_PREFIX = "DECISION_"
@@ -30,8 +30,8 @@ REPORTED_AS = {
 
 
 class AnswerSettings(BaseModel):
-    """Order debiasing and its tolerance, the state boundary, the out-of-scope option, the minimum label mass and
-    the option counts that are debiased or rotated: each one moves a probability or an action."""
+    """Order debiasing and its tolerance, the state boundary, the option labels, the out-of-scope option, the minimum
+    label mass and the option counts that are debiased or rotated: each one moves a probability or an action."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,6 +43,10 @@ class AnswerSettings(BaseModel):
         None,
         description="DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data (off, tagged, "
         "datamarked, sandwiched, spotlit).",
+    )
+    option_labels: OptionLabels | None = Field(
+        None,
+        description="DECISION_OPTION_LABELS: what the generic prompt's answer names an option by (letters, names).",
     )
     out_of_scope: bool | None = Field(
         None, description="DECISION_OUT_OF_SCOPE: every question offered a 'none of these' option."

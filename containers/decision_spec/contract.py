@@ -39,6 +39,10 @@ DEFAULT_MODEL_ALIAS = "jev-latest"
 # DECISION_STATE_BOUNDARY: how the generic prompt marks the state as data (prompting/boundary.py says each)
 StateBoundary = Literal["off", "tagged", "datamarked", "sandwiched", "spotlit"]
 STATE_BOUNDARIES: tuple[str, ...] = get_args(StateBoundary)
+# DECISION_OPTION_LABELS: what the generic prompt's answer names an option by: a slot letter (letters), or the
+# option's own name, scored token by token (names: prompting/generic.py, core/cloze.py)
+OptionLabels = Literal["letters", "names"]
+OPTION_LABELS: tuple[str, ...] = get_args(OptionLabels)
 SUM_TOLERANCE = 1e-6
 # A confidence equal to a threshold is at or above it (the policy's bands and evaluate's coverage grid alike).
 TOLERANCE = 1e-12

@@ -23,7 +23,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
-from decision_spec.contract import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, DebiasMode, StateBoundary, debias_mode
+from decision_spec.contract import (
+    MAX_CHOICE_OPTIONS,
+    MAX_QUESTIONS,
+    DebiasMode,
+    OptionLabels,
+    StateBoundary,
+    debias_mode,
+)
 
 Kind = Literal["answers", "operational", "stack", "platform", "local"]
 CHANGES_ANSWERS: dict[str, Any] = {"kind": "answers"}
@@ -145,6 +152,13 @@ class DecisionSettings(BaseModel):
         "datamarked (tagged, every whitespace character of the state written as ˆ, and a system line naming the "
         "mark); sandwiched (tagged, and after the state a reminder that it was data and only the question after it "
         "is to be answered); spotlit (datamarked and sandwiched). Caller text never becomes control tokens either way.",
+        json_schema_extra=CHANGES_ANSWERS,
+    )
+    option_labels: OptionLabels = Field(
+        "letters",
+        description="What the generic prompt's answer names an option by: letters (each option in a lettered slot, "
+        "the answer a slot's letter) or names (the options listed by name, each scored as the model's answer "
+        "token by token, up to the token that tells it from the others; two options of one name are refused).",
         json_schema_extra=CHANGES_ANSWERS,
     )
     adaptive_tolerance: Tolerance = Field(

@@ -85,8 +85,8 @@ class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
         crit = question.criteria
         yes, no = (crit.true, crit.false) if crit else (None, None)
         return [
-            Option("true", f"Yes: {render_text(yes)}" if render_text(yes) else "Yes", yes),
-            Option("false", f"No: {render_text(no)}" if render_text(no) else "No", no),
+            Option("true", f"Yes: {render_text(yes)}" if render_text(yes) else "Yes", yes, name="Yes"),
+            Option("false", f"No: {render_text(no)}" if render_text(no) else "No", no, name="No"),
         ]
 
     def answer(
@@ -155,7 +155,8 @@ class ScoreKind(_Distributed[ScoreQuestion, ScoreAnswer]):
     levels = True
 
     def options(self, question: ScoreQuestion) -> list[Option]:
-        return [Option(str(i), render_text(level), level) for i, level in enumerate(question.criteria)]
+        levels = question.criteria
+        return [Option(str(i), render_text(level), level, name=render_text(level)) for i, level in enumerate(levels)]
 
     def answer(
         self, question: ScoreQuestion, keys: list[str], probs: list[float], extensions: dict[str, Any]

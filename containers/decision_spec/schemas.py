@@ -22,6 +22,7 @@ from decision_spec.contract import (
     Action,
     DebiasMode,
     InputFlag,
+    OptionLabels,
     Reason,
     StateBoundary,
 )
@@ -42,12 +43,18 @@ def render_text(value: Text | None) -> str:
 @dataclass(frozen=True)
 class Option:
     """One declared option of a question (its type's, question_types.py): `key` names it in the answer, `text`
-    shows it in the generic prompt, and `description` is the request's criterion as sent (what a GGUF's own
-    template is given)."""
+    shows it in the generic prompt, `description` is the request's criterion as sent (what a GGUF's own
+    template is given), and `name` is what the model answers with where options are named (the key where None)."""
 
     key: str
     text: str
     description: Text | None
+    name: str | None = None
+
+    @property
+    def answered_as(self) -> str:
+        """The option's name in an answer that names options (DECISION_OPTION_LABELS=names)."""
+        return self.key if self.name is None else self.name
 
 
 class NoulCriteria(BaseModel):
@@ -282,6 +289,7 @@ class RunIdentity(BaseModel):
     policy: str | None = None  # version of the threshold policy the answers' x_action come from
     state_boundary: StateBoundary | None = None  # how the generic prompt marks the state as data; None: a GGUF's scheme
     # the other settings that change answers (answer_settings.py), as served; None: not in force (a GGUF's scheme)
+    option_labels: OptionLabels | None = None
     out_of_scope: bool | None = None
     min_label_mass: float | None = None
     rotation_max_options: int | None = None

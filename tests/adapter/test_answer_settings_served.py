@@ -123,7 +123,12 @@ def served(deployed: Deployed) -> Iterator[AppServer]:
 def test_the_record_holds_the_settings_its_run_served(deployed: Deployed) -> None:
     record = json.loads((deployed.root / RECORD).read_text(encoding="utf-8"))
     # and those x_run reports that the manifest does not record: the run's own (here the defaults), now carried too
-    assert record["answer_settings"] == {**ANSWER_SETTINGS, "rotation_max_options": 8, "debias_max_options": 26}
+    assert record["answer_settings"] == {
+        **ANSWER_SETTINGS,
+        "option_labels": "letters",
+        "rotation_max_options": 8,
+        "debias_max_options": 26,
+    }
     assert record["artifact"]["policy_version"] == deployed.policy_version
 
 

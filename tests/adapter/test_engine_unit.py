@@ -13,16 +13,16 @@ from typing import Any, cast
 import numpy as np
 import pytest
 from decision_adapter.calibration import ActiveCalibration
-from decision_adapter.core.errors import TokenBudgetExceeded
+from decision_adapter.core.errors import InvalidRequest, TokenBudgetExceeded
 from decision_adapter.engine import AnswerMemo, DecisionEngine
-from decision_adapter.prompting.generic import SYSTEM_PROMPT, GenericScheme, build_template
+from decision_adapter.prompting.generic import SYSTEM_PROMPT, SYSTEM_PROMPT_NAMES, GenericScheme, build_template
 from decision_adapter.runtime import LlamaRuntime
 from decision_adapter.state_cache import StateCache
 from decision_spec.contract import DebiasMode
 from decision_spec.gguf_metadata import Temperatures
 from decision_spec.schemas import DecisionRequest
 
-from tests.fake_runtime import OTHER_LOGIT, VOCAB, FakeRuntime, encode, slot_reader
+from tests.fake_runtime import END, OTHER_LOGIT, VOCAB, FakeRuntime, encode, slot_reader
 
 STATE = "Please refund the second charge."
 HEADER = f"{SYSTEM_PROMPT}\n\n"  # the plain template (no chat template given)
@@ -41,8 +41,12 @@ def make_engine(
     tolerance: float | None = None,
     out_of_scope: bool = False,
     reuse_states: bool = True,
+    named: bool = False,
+    max_request_tokens: int | None = None,
 ) -> DecisionEngine:
-    template = build_template(None, bos_text="", eos_text="", add_bos=True)
+    template = build_template(
+        None, bos_text="", eos_text="", add_bos=True, option_labels="names" if named else "letters"
+    )
     scheme = GenericScheme(
         template, debias_mode=mode, debias_max_options=8, rotation_max_options=8, adaptive_tolerance=tolerance
     )
@@ -54,6 +58,7 @@ def make_engine(
         cache=cache if cache is not None else StateCache(0),
         reuse_states=reuse_states,
         out_of_scope=out_of_scope,
+        max_request_tokens=max_request_tokens,
     )
 
 
@@ -267,3 +272,63 @@ def test_scripts_that_name_no_option_give_a_uniform_answer() -> None:
     team = make_engine(FakeRuntime(silent)).score(request(team=TEAM)).answers["team"]
     assert team.probs == pytest.approx([1 / 3] * 3, abs=1e-12)
     assert team.label_mass == pytest.approx(3 / VOCAB)
+
+
+def name_reader(by_unit: dict[str, dict[str, float]]) -> Any:
+    """Logits by the text of the unit read last: the question's suffix (its options by name), or a name's start."""
+    return lambda text: next((logits for end, logits in by_unit.items() if text.endswith(end)), None)
+
+
+def test_named_options_are_listed_by_name_and_answered_by_their_first_tokens_where_those_differ() -> None:
+    rt = FakeRuntime(name_reader({"Answer:": {" B": 2.0, " T": 0.5, " S": -1.0, " Y": 1.0, " N": -0.5}}))
+    outcome = make_engine(rt, named=True).score(request(team=TEAM, urgent=URGENT))
+    assert rt.decoded == [
+        f"{SYSTEM_PROMPT_NAMES}\n\n",
+        f"State:\n{STATE}",
+        "\n\nQuestion: Which option fits best?\nOptions:\n- Billing\n- Technical\n- Sales\nAnswer:",
+        "\n\nQuestion: Which answer fits the state?\nOptions:\n- Yes\n- No\nAnswer:",
+    ]  # one read a question: " B", " T" and " S" tell the names apart, so no name is read further
+    team, urgent = outcome.answers["team"], outcome.answers["urgent"]
+    assert team.probs == pytest.approx(softmax([2.0, 0.5, -1.0]), abs=1e-12)
+    assert urgent.probs == pytest.approx(softmax([1.0, -0.5]), abs=1e-12)
+    first = [math.exp(x) for x in (2.0, 0.5, -1.0)]
+    scripted = sum(first) + math.exp(1.0) + math.exp(-0.5)  # " Y" and " N" are scripted for every question here
+    assert team.label_mass == pytest.approx(sum(first) / (scripted + (VOCAB - 5) * math.exp(OTHER_LOGIT)))
+
+
+def test_a_name_that_starts_another_is_read_on_to_where_they_part_and_ends_there() -> None:
+    question = {"type": "choice", "criteria": {"Billing": None, "Sales": None, "Sales team": None}}
+    rt = FakeRuntime(name_reader({"Answer:": {" B": 1.0, " S": 0.0}, " Sales": {" t": 0.5, END: 0.0}}))
+    answer = make_engine(rt, named=True).score(request(team=question)).answers["team"]
+    assert rt.decoded[-1] == " Sales"  # the one read past the suffix: where "Sales" ends and "Sales team" goes on
+    root, inner = softmax([1.0, 0.0]), softmax([0.0, 0.5])  # inner: the end of the answer, then " t"
+    assert answer.probs == pytest.approx([root[0], root[1] * inner[0], root[1] * inner[1]], abs=1e-12)
+
+
+def test_named_options_read_in_both_orders_combine_like_letters() -> None:
+    rt = FakeRuntime(name_reader({"Answer:": {" B": 2.0, " T": 0.5, " S": -1.0}}))
+    team = make_engine(rt, "reverse", named=True).score(request(team=TEAM)).answers["team"]
+    assert "Options:\n- Sales\n- Technical\n- Billing\nAnswer:" in rt.decoded
+    assert team.probs == pytest.approx(softmax([2.0, 0.5, -1.0]), abs=1e-12)  # a reader with no taste for a slot
+
+
+def test_two_options_of_one_name_are_refused_as_the_callers() -> None:
+    levels = {"type": "score", "criteria": ["Low", "Low", "High"]}
+    rt = FakeRuntime(name_reader({}))
+    with pytest.raises(InvalidRequest, match="two of this question's options have the same name"):
+        make_engine(rt, named=True).score(request(level=levels))
+    assert rt.tokens_decoded == 0
+
+
+def test_names_that_would_read_past_the_request_budget_are_refused_before_anything_is_read() -> None:
+    """Options each the start of the next ("a", "a a", "a a a", ...) cost a read per option, each longer than the
+    last; the budget counts those reads while planning, as it counts suffixes."""
+    chain = {"type": "choice", "criteria": {" ".join(["a"] * n): None for n in range(1, 41)}}
+    read = FakeRuntime(name_reader({}))
+    outcome = make_engine(read, named=True).score(request(chain=chain))
+    assert outcome.evaluated_tokens == outcome.input_tokens + sum(range(1, 40))  # the prompt, then 39 reads
+    assert outcome.input_tokens < 1_500 < outcome.evaluated_tokens
+    refused = FakeRuntime(name_reader({}))
+    with pytest.raises(TokenBudgetExceeded):
+        make_engine(refused, named=True, max_request_tokens=1_500).score(request(chain=chain))
+    assert refused.tokens_decoded == 0

@@ -6,7 +6,7 @@ template in systemone.py), else this project's generic prompt in the model's cha
 
 from __future__ import annotations
 
-from decision_spec.contract import DebiasMode, StateBoundary
+from decision_spec.contract import DebiasMode, OptionLabels, StateBoundary
 from decision_spec.gguf_metadata import DecisionMetadata, ModelMetadata
 
 from ..core.settings import AdapterSettings
@@ -22,6 +22,7 @@ __all__ = [
     "debias_mode_served",
     "debias_tolerance_served",
     "make_scheme",
+    "option_labels_served",
     "state_boundary_served",
 ]
 
@@ -41,6 +42,12 @@ def state_boundary_served(decision: DecisionMetadata | None, settings: AdapterSe
     """How the state is marked as data in the prompt `make_scheme` picks: the generic scheme's setting; none for a
     scheme the GGUF declares (its own template writes the prompt; caller text is still never read as control tokens)."""
     return None if decision is not None else settings.state_boundary
+
+
+def option_labels_served(decision: DecisionMetadata | None, settings: AdapterSettings) -> OptionLabels | None:
+    """What the answer names an option by in the prompt `make_scheme` picks: the generic scheme's setting; none for
+    a scheme the GGUF declares (its own labels)."""
+    return None if decision is not None else settings.option_labels
 
 
 def make_scheme(
@@ -69,6 +76,7 @@ def make_scheme(
         eos_text=eos_text,
         add_bos=model.add_bos_token,
         boundary=settings.state_boundary,
+        option_labels=settings.option_labels,
     )
     return GenericScheme(
         template,

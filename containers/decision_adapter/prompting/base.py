@@ -21,7 +21,7 @@ LETTERS = string.ascii_uppercase
 
 
 # The option an out-of-scope question adds after its declared ones (decision-api.md's explicit way out).
-OUT_OF_SCOPE = Option("x_out_of_scope", "None of these / not enough information", None)
+OUT_OF_SCOPE = Option("x_out_of_scope", "None of these / not enough information", None, name="None of these")
 
 
 def labels(n: int) -> list[Code]:
@@ -57,6 +57,7 @@ class PassSpec:
     order: list[int]  # order[slot] = index of the option shown in that slot
     codes: list[Code]  # codes[slot] = the label the model answers with for that slot
     head_text: str = ""  # text before suffix_text shared by all passes of the question (read once)
+    named: bool = False  # codes are option names, one piece each, scored token by token (core/cloze.py)
 
 
 class PromptScheme(Protocol):

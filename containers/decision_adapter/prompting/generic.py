@@ -4,7 +4,10 @@ The model's chat template (from the GGUF) is rendered with two markers in the us
 text around the state and the question is exactly what that template produces; the markers split it
 into the header (system turn and the start of the user turn), the state, and the question suffix that
 ends where the assistant's first token would be. The question id is never shown to the model, and one
-question's suffix never mentions another question. Labels are A-Z, then two-letter codes.
+question's suffix never mentions another question. Labels (DECISION_OPTION_LABELS): letters, A-Z, then
+two-letter codes, one a slot; or names, the options listed by name and each scored as the answer, token by
+token (core/cloze.py), for a model that binds letters to options poorly (measure yours: on the decider it
+moved accuracy by a few points, BENCHMARKS.md).
 
 Orders (DECISION_ORDER_DEBIAS): the given one (off), the given and the reversed (reverse), every
 cyclic rotation (rotations), so each option is read in each slot once, or those rotations read one by
@@ -25,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from decision_spec.contract import DebiasMode, StateBoundary
+from decision_spec.contract import DebiasMode, OptionLabels, StateBoundary
 from decision_spec.question_types import kind_of
 from decision_spec.schemas import AnyQuestion, Option, Text, render_text
 
@@ -40,6 +43,11 @@ SYSTEM_PROMPT = (
     "You are a careful decision assistant. Read the state, then answer the question by choosing exactly one "
     "of the labelled options. Reply with the option's label only."
 )
+# Where options are named, the system prompt asks for the name (the one sentence that differs).
+SYSTEM_PROMPT_NAMES = (
+    "You are a careful decision assistant. Read the state, then answer the question by choosing exactly one "
+    "of the listed options. Reply with the option's name only."
+)
 _M1, _M2 = "\u2063\u2063STATE\u2063\u2063", "\u2063\u2063QUESTION\u2063\u2063"
 
 
@@ -49,22 +57,26 @@ def question_head(question: AnyQuestion) -> str:
     return f"Question: {instructions or kind_of(question.type).default_instructions}\n"
 
 
-def options_block(question: AnyQuestion, order: list[int], options: list[Option]) -> str:
-    """The labelled options for one order (order[slot] = index of the option shown in that slot)."""
-    codes = ["".join(code) for code in labels(len(order))]
+def options_block(question: AnyQuestion, order: list[int], options: list[Option], *, named: bool = False) -> str:
+    """The options for one order (order[slot] = index of the option shown in that slot): each after its slot's
+    letter, or, `named`, each on a line of its own, to be answered by name."""
+    codes = [f'"{options[idx].answered_as}"' for idx in order] if named else ["".join(c) for c in labels(len(order))]
     if kind_of(question.type).levels:  # the extremes are levels, never an added out-of-scope option
         top = len(options) - 1 - (options[-1] == OUT_OF_SCOPE)
         low, high = codes[order.index(0)], codes[order.index(top)]
         lines = [f"Levels ({low} is the lowest, {high} the highest):"]
     else:
         lines = ["Options:"]
-    lines += [f"{codes[slot]}. {options[idx].text}" for slot, idx in enumerate(order)]
+    if named:
+        lines += [f"- {options[idx].text}" for idx in order]
+    else:
+        lines += [f"{codes[slot]}. {options[idx].text}" for slot, idx in enumerate(order)]
     return "\n".join(lines)
 
 
-def question_text(question: AnyQuestion, order: list[int], options: list[Option]) -> str:
+def question_text(question: AnyQuestion, order: list[int], options: list[Option], *, named: bool = False) -> str:
     """The whole question as the model reads it after the state (head, then options)."""
-    return question_head(question) + options_block(question, order, options)
+    return question_head(question) + options_block(question, order, options, named=named)
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,7 @@ class PromptTemplate:
     add_bos: bool
     source: str  # "gguf-chat-template" or "plain"
     boundary: StateBoundary = "off"
+    option_labels: OptionLabels = "letters"
 
     def state_part(self, state: Text) -> str:
         return f"{self.state_lead}{state_block(render_text(state), self.boundary)}"
@@ -88,18 +101,31 @@ class PromptTemplate:
 
     def question_parts(self, question: AnyQuestion, order: list[int], options: list[Option]) -> tuple[str, str]:
         """(head, pass text): the head is shared by every order of one question, the rest is per order."""
-        return f"{self.between}{question_head(question)}", f"{options_block(question, order, options)}{self.tail}"
+        block = options_block(question, order, options, named=self.option_labels == "names")
+        return f"{self.between}{question_head(question)}", f"{block}{self.tail}"
 
 
 def build_template(
-    chat_template: str | None, *, bos_text: str, eos_text: str, add_bos: bool, boundary: StateBoundary = "off"
+    chat_template: str | None,
+    *,
+    bos_text: str,
+    eos_text: str,
+    add_bos: bool,
+    boundary: StateBoundary = "off",
+    option_labels: OptionLabels = "letters",
 ) -> PromptTemplate:
     """The prompt in the model's chat template; the plain prompt where there is none or it cannot be used."""
-    system = SYSTEM_PROMPT + system_line(boundary)
+    system = (SYSTEM_PROMPT_NAMES if option_labels == "names" else SYSTEM_PROMPT) + system_line(boundary)
     if chat_template:
         try:
             return _from_chat_template(
-                chat_template, bos_text=bos_text, eos_text=eos_text, add_bos=add_bos, system=system, boundary=boundary
+                chat_template,
+                bos_text=bos_text,
+                eos_text=eos_text,
+                add_bos=add_bos,
+                system=system,
+                boundary=boundary,
+                option_labels=option_labels,
             )
         except Exception as e:
             event = {"event": "chat_template_unusable", "fallback": "plain", "reason": type(e).__name__}
@@ -113,11 +139,19 @@ def build_template(
         add_bos=add_bos,
         source="plain",
         boundary=boundary,
+        option_labels=option_labels,
     )
 
 
 def _from_chat_template(
-    chat_template: str, *, bos_text: str, eos_text: str, add_bos: bool, system: str, boundary: StateBoundary
+    chat_template: str,
+    *,
+    bos_text: str,
+    eos_text: str,
+    add_bos: bool,
+    system: str,
+    boundary: StateBoundary,
+    option_labels: OptionLabels,
 ) -> PromptTemplate:
     content = f"{_M1}State:\n{_M1}{_M2}{_M2}"
     messages: list[dict[str, Any]] = [
@@ -144,6 +178,7 @@ def _from_chat_template(
         add_bos=add_bos,
         source="gguf-chat-template",
         boundary=boundary,
+        option_labels=option_labels,
     )
 
 
@@ -168,8 +203,10 @@ class GenericScheme:
         self.adaptive_tolerance = adaptive_tolerance if debias_mode == "adaptive" else None
         self.debias_max_options = debias_max_options
         self.rotation_max_options = rotation_max_options
-        self.name = f"{TEMPLATE_VERSION}/{template.source}"
-        self.version = TEMPLATE_VERSION
+        named = template.option_labels == "names"
+        self.name = f"{TEMPLATE_VERSION}/{template.source}" + ("/names" if named else "")
+        self.version = TEMPLATE_VERSION + ("/names" if named else "")
+        self.option_labels: OptionLabels = template.option_labels
         self.tail = template.tail
         self.label_sep = template.label_sep
         self.add_bos = template.add_bos
@@ -189,11 +226,14 @@ class GenericScheme:
         )
         if out_of_scope:
             orders = [[*order, declared] for order in orders]
+        named = self.option_labels == "names"
         codes = labels(len(options))
         specs = []
         for order in orders:
             head, rest = self.template.question_parts(question, order, options)
-            specs.append(PassSpec(rest, order, codes, head_text=head))
+            if named:  # each slot answered by its option's name, scored token by token (core/cloze.py)
+                codes = [(options[idx].answered_as,) for idx in order]
+            specs.append(PassSpec(rest, order, codes, head_text=head, named=named))
         return specs
 
     def combine(self, logprobs: list[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
