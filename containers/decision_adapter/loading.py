@@ -14,7 +14,13 @@ from .calibration import calibration_in_force
 from .core.settings import AdapterSettings, RuntimeSettings, adopt_answer_settings
 from .engine import DecisionEngine
 from .identity import build_identity
-from .prompting import debias_mode_served, debias_tolerance_served, make_scheme, state_boundary_served
+from .prompting import (
+    debias_mode_served,
+    debias_tolerance_served,
+    make_scheme,
+    option_labels_served,
+    state_boundary_served,
+)
 from .runtime import LlamaRuntime
 from .service import ModelService
 from .state_cache import StateCache
@@ -44,6 +50,7 @@ def load_service(settings: AdapterSettings, runtime_settings: RuntimeSettings) -
     if policy is not None:
         policy.check_debias(served_mode, served_tolerance)
         policy.check_state_boundary(served_boundary)
+        policy.check_option_labels(option_labels_served(decision, settings))
     contexts = settings.max_concurrency + settings.chat_contexts
     kwargs = runtime_settings.llama_kwargs(gguf.context_length, contexts=contexts)
     llms = [Llama(str(path), logits_all=False, verbose=False, **kwargs) for _ in range(contexts)]

@@ -26,6 +26,7 @@ REPORTED_AS = {
     "order_debias": "order_debias_mode",
     "adaptive_tolerance": "order_debias_tolerance",
     "state_boundary": "state_boundary",
+    "option_labels": "option_labels",
 }
 
 

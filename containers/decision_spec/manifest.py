@@ -122,7 +122,8 @@ class Manifest(BaseModel):
 
     def recorded_answer_settings(self) -> AnswerSettings:
         """What the artifact's answers were measured under, which the adapter adopts at start: its answer_settings
-        block, and where that is silent, the debias mode, tolerance and state boundary its policy was measured under."""
+        block, and where that is silent, the debias mode, tolerance, state boundary and option labels its policy was
+        measured under."""
         return merged(self.answer_settings or AnswerSettings(), policy_answer_settings(self.policy))
 
     def calibration_sha256(self) -> str:

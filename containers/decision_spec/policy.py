@@ -33,6 +33,7 @@ from decision_spec.contract import (
     Action,
     DebiasMode,
     InputFlag,
+    OptionLabels,
     QuestionType,
     Reason,
     StateBoundary,
@@ -183,6 +184,11 @@ class Policy(BaseModel):
         description="How the prompt marked the state as data when the thresholds were measured (x_run.state_boundary); "
         "None: not recorded.",
     )
+    option_labels: OptionLabels | None = Field(
+        None,
+        description="What the prompt's answer named an option by when the thresholds were measured "
+        "(x_run.option_labels); None: not recorded.",
+    )
     review_input_flags: list[InputFlag] | None = Field(
         None,
         description="Answers raising any of these input flags (x_input_flags) go to review whatever their confidence "
@@ -252,6 +258,16 @@ class Policy(BaseModel):
                 f"{self.state_boundary}, or measure it again with `decisionctl evaluate --write-policy`"
             )
 
+    def check_option_labels(self, served: str | None) -> None:
+        """Refuse a policy measured under other option labels: the prompt and the answer read, and so the
+        probabilities, differ."""
+        if self.option_labels is not None and served != self.option_labels:
+            raise PolicyError(
+                f"policy {self.version} was measured with option labels {self.option_labels!r}, but the adapter "
+                f"serves {served or 'none (the GGUF scheme of its own)'!r}: set DECISION_OPTION_LABELS="
+                f"{self.option_labels}, or measure it again with `decisionctl evaluate --write-policy`"
+            )
+
     def check_debias(self, served: str | None, tolerance: float | None = None) -> None:
         """Refuse a policy measured under another order-debiasing mode or adaptive tolerance: both move
         probabilities."""
@@ -282,7 +298,14 @@ def canonical_sha256(value: Any) -> str:
 def content_version(block: Mapping[str, Any]) -> str:
     """A policy block's version: the hash of everything but the version and the creation date."""
     content = {k: v for k, v in block.items() if k != "version"}
-    for key in ("order_debias_mode", "order_debias_tolerance", "certified_mix", "state_boundary", "review_input_flags"):
+    for key in (
+        "order_debias_mode",
+        "order_debias_tolerance",
+        "certified_mix",
+        "state_boundary",
+        "option_labels",
+        "review_input_flags",
+    ):
         if content.get(key) is None:  # policies sealed before the field existed keep their version
             content.pop(key, None)
     for group in ("types", "questions"):  # decision-policy/1 bands have no certificate: their hash keeps
@@ -313,6 +336,7 @@ def seal(
     certified_mix: CertifiedMix | None = None,
     state_boundary: str | None = None,
     review_input_flags: Sequence[str] | None = None,
+    option_labels: str | None = None,
 ) -> Policy:
     """A policy with its version computed from its content."""
     block: dict[str, Any] = {
@@ -328,6 +352,7 @@ def seal(
         "provenance": provenance.model_dump(mode="json"),
         "certified_mix": certified_mix.model_dump(mode="json") if certified_mix is not None else None,
         "state_boundary": state_boundary,
+        "option_labels": option_labels,
         "review_input_flags": list(review_input_flags) if review_input_flags is not None else None,
     }
     return Policy.model_validate({**block, "version": content_version(block)})

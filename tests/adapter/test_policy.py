@@ -154,6 +154,19 @@ def test_a_policy_measured_under_another_debias_mode_is_refused() -> None:
     assert Policy.model_validate(old_format).version == unrecorded.version  # its version still verifies
 
 
+def test_a_policy_measured_under_other_option_labels_is_refused() -> None:
+    policy = make_policy(option_labels="names")
+    policy.check_option_labels("names")
+    for served in ("letters", None):
+        with pytest.raises(PolicyError, match=r"option labels 'names'.*DECISION_OPTION_LABELS=names"):
+            policy.check_option_labels(served)
+    assert policy.version != make_policy().version  # the labels are part of what the version seals
+    unrecorded = make_policy()  # as sealed before the labels were recorded: not checked, its version unchanged
+    unrecorded.check_option_labels("names")
+    old_format = unrecorded.model_dump(by_alias=True, mode="json", exclude={"option_labels"})
+    assert Policy.model_validate(old_format).version == unrecorded.version
+
+
 def test_the_calibration_hash_covers_the_whole_block() -> None:
     base = Calibration(temperature={"choice": 1.3})
     assert calibration_sha256(base) == calibration_sha256(Calibration(temperature={"choice": 1.3}))

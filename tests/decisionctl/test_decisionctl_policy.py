@@ -84,6 +84,9 @@ def test_the_policy_records_the_state_boundary_and_keeps_the_input_flags_it_revi
     legacy = results_for(predictions(), served(manifest, source="identity"))  # a run before the boundary existed
     assert from_results(legacy, Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1),
                         created=date(2026, 12, 1)).state_boundary is None  # fmt: skip
+    named = results_for(predictions(), {**served(manifest, source="identity"), "option_labels": "names"})
+    bare = Manifest(model_file="m.gguf", sha256=MODEL, size_bytes=1)
+    assert from_results(named, bare, created=date(2026, 12, 1)).option_labels == "names"  # and the adapter checks it
 
 
 def test_a_policy_written_with_the_defaults_reviews_a_flagged_answer_it_would_otherwise_automate() -> None:

@@ -166,6 +166,7 @@ def from_results(
         order_debias_tolerance=identity.get("order_debias_tolerance"),
         certified_mix=certified_mix(results, keys),
         state_boundary=identity.get("state_boundary"),
+        option_labels=identity.get("option_labels"),
         review_input_flags=_reviewed_flags(review_input_flags, previous),
     )
 

@@ -29,6 +29,7 @@ RUN_NOTED = (
     "prompt_template",
     "order_debias_mode",
     "state_boundary",
+    "option_labels",
     "calibration",
     "policy",
 )
