@@ -249,40 +249,29 @@ class Policy(BaseModel):
                 "was written); measure it again with `decisionctl evaluate --write-policy`"
             )
 
-    def check_state_boundary(self, served: str | None) -> None:
-        """Refuse a policy measured under another state boundary: the prompt, and so the probabilities, differ."""
-        if self.state_boundary is not None and served != self.state_boundary:
+    def _refuse_other(self, what: str, recorded: object, served: object, variable: str) -> None:
+        """Refuse a policy measured under another value of a setting that moves probabilities."""
+        if recorded is not None and served != recorded:
+            shown = repr(recorded) if isinstance(recorded, str) else recorded
             raise PolicyError(
-                f"policy {self.version} was measured with state boundary {self.state_boundary!r}, but the adapter "
-                f"serves {served or 'none (the GGUF scheme of its own)'!r}: set DECISION_STATE_BOUNDARY="
-                f"{self.state_boundary}, or measure it again with `decisionctl evaluate --write-policy`"
+                f"policy {self.version} was measured with {what} {shown}, but the adapter serves "
+                f"{served or 'none (the GGUF scheme of its own)'!r}: set {variable}={recorded}, or measure it again "
+                "with `decisionctl evaluate --write-policy`"
             )
 
+    def check_state_boundary(self, served: str | None) -> None:
+        """Refuse a policy measured under another state boundary: the prompt, and so the probabilities, differ."""
+        self._refuse_other("state boundary", self.state_boundary, served, "DECISION_STATE_BOUNDARY")
+
     def check_option_labels(self, served: str | None) -> None:
-        """Refuse a policy measured under other option labels: the prompt and the answer read, and so the
-        probabilities, differ."""
-        if self.option_labels is not None and served != self.option_labels:
-            raise PolicyError(
-                f"policy {self.version} was measured with option labels {self.option_labels!r}, but the adapter "
-                f"serves {served or 'none (the GGUF scheme of its own)'!r}: set DECISION_OPTION_LABELS="
-                f"{self.option_labels}, or measure it again with `decisionctl evaluate --write-policy`"
-            )
+        """Refuse a policy measured under other option labels: the prompt and the answer read differ."""
+        self._refuse_other("option labels", self.option_labels, served, "DECISION_OPTION_LABELS")
 
     def check_debias(self, served: str | None, tolerance: float | None = None) -> None:
         """Refuse a policy measured under another order-debiasing mode or adaptive tolerance: both move
         probabilities."""
-        if self.order_debias_mode is not None and served != self.order_debias_mode:
-            raise PolicyError(
-                f"policy {self.version} was measured with order-debiasing {self.order_debias_mode!r}, but the adapter "
-                f"serves {served or 'none (the GGUF scheme of its own)'!r}: set DECISION_ORDER_DEBIAS="
-                f"{self.order_debias_mode}, or measure it again with `decisionctl evaluate --write-policy`"
-            )
-        if self.order_debias_tolerance is not None and tolerance != self.order_debias_tolerance:
-            raise PolicyError(
-                f"policy {self.version} was measured with adaptive tolerance {self.order_debias_tolerance}, but the "
-                f"adapter serves {tolerance}: set DECISION_ADAPTIVE_TOLERANCE={self.order_debias_tolerance}, or "
-                "measure it again with `decisionctl evaluate --write-policy`"
-            )
+        self._refuse_other("order-debiasing", self.order_debias_mode, served, "DECISION_ORDER_DEBIAS")
+        self._refuse_other("adaptive tolerance", self.order_debias_tolerance, tolerance, "DECISION_ADAPTIVE_TOLERANCE")
 
 
 def _is_hex16(s: str) -> bool:
@@ -298,14 +287,8 @@ def canonical_sha256(value: Any) -> str:
 def content_version(block: Mapping[str, Any]) -> str:
     """A policy block's version: the hash of everything but the version and the creation date."""
     content = {k: v for k, v in block.items() if k != "version"}
-    for key in (
-        "order_debias_mode",
-        "order_debias_tolerance",
-        "certified_mix",
-        "state_boundary",
-        "option_labels",
-        "review_input_flags",
-    ):
+    recorded_later = ("order_debias_mode", "order_debias_tolerance", "certified_mix", "state_boundary", "option_labels")
+    for key in (*recorded_later, "review_input_flags"):
         if content.get(key) is None:  # policies sealed before the field existed keep their version
             content.pop(key, None)
     for group in ("types", "questions"):  # decision-policy/1 bands have no certificate: their hash keeps
