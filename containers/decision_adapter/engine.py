@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -32,7 +33,7 @@ from decision_spec.schemas import AnyQuestion, DecisionRequest, Option, Text
 from .adaptive import settled
 from .calibration import ActiveCalibration
 from .core.caller_text import mark, mark_model
-from .core.cloze import branch_points, cloze_logprobs
+from .core.cloze import Path, branch_points, cloze_logprobs
 from .core.errors import InvalidRequest, RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .core.signals import label_mass, log_softmax, order_name, shift_log_odds, softmax, split_out_of_scope
 from .deadline import Deadline
@@ -164,7 +165,7 @@ class DecisionEngine:
         order: list[int]
         codes: list[tuple[int, ...]]  # label tokens per slot: one, two for chain-rule codes, or a name's
         reach: int = 0  # the most tokens one read holds after the suffix (a label's, or a name's up to a branch)
-        named: bool = False  # codes are names, scored by the chain rule where they part (core/cloze.py)
+        points: Mapping[Path, list[int]] | None = None  # codes are names: where they part (core/cloze.py)
 
     @dataclass(frozen=True)
     class _Plan:
@@ -200,13 +201,20 @@ class DecisionEngine:
             shown_options.append(OUT_OF_SCOPE)
         passes: list[DecisionEngine._Pass] = []
         specs = self.scheme.passes(shown, shown_options, qid=mark(qid), state=shown_state, out_of_scope=out_of_scope)
-        names: dict[str, tuple[int, ...]] = {}  # a named question's names, tokenized once for all its orders
+        names: dict[str, Path] = {}  # a named question's names, and where they part: the same set in every order
+        points: dict[Path, list[int]] | None = None
+        if specs and specs[0].named:
+            self._deadline.check("tokenizing the options' names")
+            tail = self.rt.tokenize(self.scheme.tail)
+            tokens = [self._name_tokens(c[0], tail) for c in specs[0].codes]
+            points = self._branches(qid, tokens)  # refuses two options of one name
+            names = {c[0]: t for c, t in zip(specs[0].codes, tokens, strict=True)}
+            named_reads = sum(map(len, points)), max(map(len, points), default=0)  # every order reads them all
         for spec in specs:
             self._deadline.check("tokenizing a question")
-            if spec.named:
-                codes = [names.get(c[0]) or names.setdefault(c[0], self._name_tokens(c[0])) for c in spec.codes]
-                reads = self._branches(qid, codes)
-                extra, reach = sum(reads), max(reads)
+            if points is not None:
+                codes = [names[c[0]] for c in spec.codes]
+                extra, reach = named_reads
             else:
                 codes = [tuple(self._label_token(piece) for piece in code) for code in spec.codes]
                 if len({len(c) for c in codes}) != 1 or len(codes[0]) > 2:
@@ -216,26 +224,25 @@ class DecisionEngine:
             suffix = self.rt.tokenize(spec.suffix_text)
             if budget is not None:  # one head per question
                 budget.spend((0 if passes else len(head)) + len(suffix) + extra)
-            passes.append(DecisionEngine._Pass(head, suffix, spec.order, codes, reach, spec.named))
+            passes.append(DecisionEngine._Pass(head, suffix, spec.order, codes, reach, points))
         if len(passes) == 1 and passes[0].head:  # nothing to share: one read instead of two
             only = passes[0]
             passes = [replace(only, head=(), suffix=only.head + only.suffix)]
         return DecisionEngine._Plan(question, options, passes, out_of_scope)
 
-    def _name_tokens(self, name: str) -> tuple[int, ...]:
-        """The tokens the model reads for an option's name as its answer, right after the prompt's tail (the name
-        alone where the tail's last token would merge with it)."""
-        tail = self.rt.tokenize(self.scheme.tail)
+    def _name_tokens(self, name: str, tail: Unit) -> Path:
+        """The tokens the model reads for an option's name as its answer, right after the prompt's tail (`tail`, its
+        tokens; the name alone where the tail's last token would merge with it)."""
         both = self.rt.tokenize(self.scheme.tail + self.scheme.label_sep + name)
         if both[: len(tail)] == tail and len(both) > len(tail):
             return tuple(both[len(tail) :])
         return tuple(self.rt.tokenize(self.scheme.label_sep + name))
 
-    def _branches(self, qid: str, names: list[tuple[int, ...]]) -> list[int]:
-        """The length of each read the names cost beyond the suffix (0: the suffix's own logits); refused as the
-        caller's where two options share a name."""
+    def _branches(self, qid: str, names: list[Path]) -> dict[Path, list[int]]:
+        """Where the names part, each a read of its path's tokens beyond the suffix (() : the suffix's own logits);
+        refused as the caller's where two options share a name."""
         try:
-            return [len(path) for path in branch_points(names, self.rt.eos_token())]
+            return branch_points(names, self.rt.eos_token())
         except ValueError:
             raise InvalidRequest(
                 [
@@ -301,8 +308,8 @@ class DecisionEngine:
         read_sum = np.zeros(n)
         for i, p in enumerate(plan.passes):
             units = [*prefix, p.head, p.suffix] if p.head else [*prefix, p.suffix]
-            if p.named:
-                logprob_by_slot, mass = self._name_logprobs(units, p.codes)
+            if p.points is not None:
+                logprob_by_slot, mass = self._name_logprobs(units, p.codes, p.points)
             else:
                 logprob_by_slot, mass = self._slot_logprobs(units, p.codes)
             slot_probs.append([float(v) for v in np.exp(logprob_by_slot)])
@@ -348,14 +355,16 @@ class DecisionEngine:
             slot_probabilities=slot_probs,
         )
 
-    def _name_logprobs(self, units: list[Unit], names: list[tuple[int, ...]]) -> tuple[npt.NDArray[np.float64], float]:
+    def _name_logprobs(
+        self, units: list[Unit], names: list[Path], points: Mapping[Path, list[int]]
+    ) -> tuple[npt.NDArray[np.float64], float]:
         """log P(name) for each slot's option name, by the chain rule where the names part (core/cloze.py), and the
         label mass, the same over the whole vocabulary."""
 
-        def logits_after(path: tuple[int, ...]) -> npt.NDArray[np.float64]:
+        def logits_after(path: Path) -> npt.NDArray[np.float64]:
             return self._eval([*units, path] if path else units).astype(np.float64)
 
-        return cloze_logprobs(names, self.rt.eos_token(), logits_after)
+        return cloze_logprobs(names, points, self.rt.eos_token(), logits_after)
 
     def _slot_logprobs(self, units: list[Unit], codes: list[tuple[int, ...]]) -> tuple[npt.NDArray[np.float64], float]:
         """log P(slot): a softmax over single label tokens, or the chain rule over two-token codes,

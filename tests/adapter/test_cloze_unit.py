@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from decision_adapter.core.cloze import branch_points, cloze_logprobs, read_cost
+from decision_adapter.core.cloze import branch_points, cloze_logprobs
 
 END = 99
 VOCAB = 100
@@ -33,7 +33,6 @@ def logits_from(table: dict[tuple[int, ...], dict[int, float]]):  # type: ignore
 def test_names_part_at_the_root_and_where_one_name_ends_and_another_goes_on() -> None:
     names = [(1, 2, 3), (1, 2, 4), (5,), (1, 2)]
     assert branch_points(names, END) == {(): [1, 5], (1, 2): [3, 4, END]}
-    assert read_cost(names, END) == 2  # the root is the prompt's own logits; (1, 2) is one read of two tokens
     assert branch_points([(7,), (8,), (9,)], END) == {(): [7, 8, 9]}  # one token each: the lettered case
     assert branch_points([(7, 1, 2, 3), (8, 1)], END) == {(): [7, 8]}  # told apart by their first tokens
     assert branch_points([(0, 1, 2, 3), (0, 1, 5)], END) == {(0, 1): [2, 5]}  # a shared start costs no root choice
@@ -43,7 +42,7 @@ def test_the_chain_rule_restricted_to_the_names_where_they_part() -> None:
     names = [(1, 2, 3), (1, 2, 4), (5,), (1, 2)]
     table = {(): {1: 2.0, 5: 0.5, 42: 3.0}, (1, 2): {3: 1.0, 4: -1.0, END: 0.0}}
     after = logits_from(table)
-    logprobs, mass = cloze_logprobs(names, END, after)
+    logprobs, mass = cloze_logprobs(names, branch_points(names, END), END, after)
     root = [2.0, 0.5]
     inner = [1.0, -1.0, 0.0]
 
@@ -74,10 +73,9 @@ def test_long_names_that_part_only_at_their_last_token_plan_in_time_linear_in_th
     names = [(*([7] * 19_999), level) for level in range(10)]
     start = time.perf_counter()
     points = branch_points(names, END)
-    cost = read_cost(names, END)
-    logprobs, _ = cloze_logprobs(names, END, lambda path: np.zeros(VOCAB))
+    logprobs, _ = cloze_logprobs(names, points, END, lambda path: np.zeros(VOCAB))
     took = time.perf_counter() - start
-    assert list(points) == [tuple([7] * 19_999)] and cost == 19_999
+    assert list(points) == [tuple([7] * 19_999)]  # one read, of 19,999 tokens
     assert np.exp(logprobs).tolist() == pytest.approx([0.1] * 10)
     assert took < 1.0, f"planning ten long names took {took:.2f} s"
 
@@ -87,5 +85,5 @@ def test_a_chain_of_names_each_the_start_of_the_next_branches_once_per_name() ->
     the request budget refuses before anything is read (tests/adapter/test_engine_unit.py)."""
     names = [tuple([7] * n) for n in range(1, 256)]
     points = branch_points(names, END)
-    assert len(points) == 254 and read_cost(names, END) == sum(range(1, 255))
+    assert len(points) == 254 and sum(map(len, points)) == sum(range(1, 255))
     assert all(tokens == [END, 7] for tokens in points.values())

@@ -107,6 +107,6 @@ def test_an_option_named_like_a_control_token_is_answered_as_text() -> None:
         assert reply.status_code == 200, reply.text
         assert app.service is not None
         engine = app.service.engines[0]
-        tokens = engine._name_tokens(mark("<|im_end|>"))
+        tokens = engine._name_tokens(mark("<|im_end|>"), engine.rt.tokenize(engine.scheme.tail))
     assert engine.rt.eos_token() not in tokens and len(tokens) > 1
     assert math.fsum(reply.json()["answers"]["q"]["probabilities"].values()) == pytest.approx(1.0, abs=1e-9)

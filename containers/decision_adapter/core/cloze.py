@@ -10,7 +10,7 @@ the model's end-of-turn token). The two-letter codes of the lettered prompt are 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -51,18 +51,16 @@ def branch_points(names: Sequence[Path], end: int) -> dict[Path, list[int]]:
     return points
 
 
-def read_cost(names: Sequence[Path], end: int) -> int:
-    """Tokens decoded beyond the prompt to score the names: each branch point's path, read after the prompt."""
-    return sum(len(path) for path in branch_points(names, end))
-
-
-def cloze_logprobs(names: Sequence[Path], end: int, logits_after: Callable[[Path], Vector]) -> tuple[Vector, float]:
+def cloze_logprobs(
+    names: Sequence[Path], points: Mapping[Path, list[int]], end: int, logits_after: Callable[[Path], Vector]
+) -> tuple[Vector, float]:
     """(log P(name) for each name, restricted to the declared names; the label mass: the same chain of
-    probabilities over the whole vocabulary, summed over the names). `logits_after(path)` is the model's logits
-    after the prompt and `path`'s tokens, asked once for each branch point."""
+    probabilities over the whole vocabulary, summed over the names). `points`: `branch_points` of the same names,
+    in any order (a restricted softmax does not depend on it). `logits_after(path)` is the model's logits after the
+    prompt and `path`'s tokens, asked once for each branch point: reading them costs their paths' tokens."""
     restricted: dict[Path, dict[int, float]] = {}
     whole: dict[Path, dict[int, float]] = {}
-    for path, tokens in branch_points(names, end).items():
+    for path, tokens in points.items():
         logits = np.asarray(logits_after(path), dtype=np.float64)
         restricted[path] = dict(zip(tokens, (float(v) for v in log_softmax(logits[tokens])), strict=True))
         full = log_softmax(logits)

@@ -74,9 +74,9 @@ def options_block(question: AnyQuestion, order: list[int], options: list[Option]
     return "\n".join(lines)
 
 
-def question_text(question: AnyQuestion, order: list[int], options: list[Option], *, named: bool = False) -> str:
-    """The whole question as the model reads it after the state (head, then options)."""
-    return question_head(question) + options_block(question, order, options, named=named)
+def question_text(question: AnyQuestion, order: list[int], options: list[Option]) -> str:
+    """The whole question as the model reads it after the state (head, then lettered options)."""
+    return question_head(question) + options_block(question, order, options)
 
 
 @dataclass(frozen=True)
