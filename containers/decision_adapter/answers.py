@@ -1,50 +1,77 @@
-"""The decision response built from the engine's scored options (each answer in its type's shape, from
-question_types.py), and where a served threshold policy gives each answer its action."""
+"""A decision answered before any dialect's shape (`Answered`: each question's scored options and, under a served
+threshold policy, its verdict; the outcome, the run, the latency), the x_ fields every dialect's answer carries, and
+System One's response rendered from it (each answer in its type's shape, from question_types.py); OpenAI's is
+rendered from the same by openai_decisions.py."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from decision_spec import contract
-from decision_spec.policy import Policy, verdict
+from decision_spec.policy import Policy, Verdict, verdict
 from decision_spec.question_types import kind_of
-from decision_spec.schemas import Answer, AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
+from decision_spec.schemas import AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
 
-from .outcomes import DecisionOutcome, Scored
+from .outcomes import DecisionOutcome
 
 
-def decision_response(
+@dataclass(frozen=True)
+class Answered:
+    """One decision answered: what every dialect's response and the decision log line are made from."""
+
+    model: str  # the served model's name, as responses report it
+    questions: dict[str, AnyQuestion]  # in the request's order
+    outcome: DecisionOutcome
+    verdicts: dict[str, Verdict]  # question id -> its action and reason under the served policy; empty without one
+    run: RequestRun
+    latency_ms: float
+    shared: bool = False  # a shared endpoint withholds what tells whether another caller's state was evaluated first
+
+    def timings(self) -> Timings | None:
+        """x_timing_ms, withheld where the endpoint is shared."""
+        return None if self.shared else Timings(**self.outcome.timings_ms, total=round(self.latency_ms, 2))
+
+    def evaluated_tokens(self) -> int | None:
+        """x_evaluated_tokens, withheld where the endpoint is shared."""
+        return None if self.shared else self.outcome.evaluated_tokens
+
+
+def answered(
     *,
     model: str,
     questions: dict[str, AnyQuestion],
     outcome: DecisionOutcome,
     run: RequestRun,
-    total_ms: float,
+    latency_ms: float,
+    shared: bool = False,
     policy: Policy | None = None,
     min_label_mass: float | None = None,
-) -> DecisionResponse:
-    """The response to one decision request, answers in the request's question order; with a policy, each
-    answer's action (`min_label_mass`: the environment's minimum, which overrides the policy's)."""
-    return DecisionResponse(
-        model=model,
-        answers={
-            qid: answer_of(outcome.answers[qid], q, policy=policy, min_label_mass=min_label_mass)
-            for qid, q in questions.items()
-        },
-        usage=Usage(input_tokens=outcome.input_tokens),
-        x_run=run,
-        x_timing_ms=Timings(**outcome.timings_ms, total=round(total_ms, 2)),
-        x_evaluated_tokens=outcome.evaluated_tokens,
-    )
+) -> Answered:
+    """The outcome with each answer's verdict under `policy` (`min_label_mass`: the environment's minimum, which
+    overrides the policy's)."""
+    verdicts = {}
+    if policy is not None:
+        for qid, question in questions.items():
+            scored = outcome.answers[qid]
+            verdicts[qid] = verdict(
+                policy,
+                question.type,
+                scored.probs,
+                options_sha256=scored.options_sha256,
+                label_mass=scored.label_mass,
+                min_label_mass=min_label_mass,
+                out_of_scope=scored.out_of_scope,
+                input_flags=scored.input_flags,
+            )
+    return Answered(model, questions, outcome, verdicts, run, latency_ms, shared)
 
 
-def answer_of(
-    scored: Scored, question: AnyQuestion, *, policy: Policy | None = None, min_label_mass: float | None = None
-) -> Answer:
-    """The contract's answer object for one question (decision-api.md, Response)."""
-    probs = scored.probs
+def extensions_of(answered: Answered, qid: str) -> dict[str, Any]:
+    """One answer's x_ fields (schemas.AnswerExtensions), the same in every dialect."""
+    scored = answered.outcome.answers[qid]
     extensions: dict[str, Any] = {
-        "x_margin": round(contract.margin(probs), 6),
+        "x_margin": round(contract.margin(scored.probs), 6),
         "x_options_sha256": scored.options_sha256,
         "x_orders": scored.orders,
         "x_orders_read": scored.orders_read or None,
@@ -52,19 +79,27 @@ def answer_of(
         "x_out_of_scope": scored.out_of_scope,
         "x_input_flags": list(scored.input_flags) or None,
     }
-    if question.x_slot_probabilities:
+    if answered.questions[qid].x_slot_probabilities:
         extensions["x_slot_probabilities"] = scored.slot_probabilities
-    if policy is not None:
-        taken = verdict(
-            policy,
-            question.type,
-            probs,
-            options_sha256=scored.options_sha256,
-            label_mass=scored.label_mass,
-            min_label_mass=min_label_mass,
-            out_of_scope=scored.out_of_scope,
-            input_flags=scored.input_flags,
-        )
+    taken = answered.verdicts.get(qid)
+    if taken is not None:
         extensions |= {"x_action": taken.action, "x_action_reason": taken.reason}
-    answer: Answer = kind_of(question.type).answer(question, scored.keys, probs, extensions)
-    return answer
+    return extensions
+
+
+def decision_response(answered: Answered) -> DecisionResponse:
+    """System One's response (decision-api.md, Response): answers in the request's question order."""
+    outcome = answered.outcome
+    return DecisionResponse(
+        model=answered.model,
+        answers={
+            qid: kind_of(q.type).answer(
+                q, outcome.answers[qid].keys, outcome.answers[qid].probs, extensions_of(answered, qid)
+            )
+            for qid, q in answered.questions.items()
+        },
+        usage=Usage(input_tokens=outcome.input_tokens),
+        x_run=answered.run,
+        x_timing_ms=answered.timings(),
+        x_evaluated_tokens=answered.evaluated_tokens(),
+    )

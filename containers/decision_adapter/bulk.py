@@ -20,6 +20,7 @@ from decision_spec.names import JSON_LINES, MAX_PAYLOAD_MB
 from decision_spec.schemas import DecisionRequest
 from pydantic import ValidationError
 
+from .asked import Asked, asked_of
 from .core.errors import (
     AdapterError,
     InvalidRequest,
@@ -52,10 +53,11 @@ def execution_parameters(settings: AdapterSettings) -> dict[str, Any]:
 
 @dataclass
 class JsonLinesRecord:
-    """One non-blank line: its id, and the decision it asks for or the error it gets; `line` once answered."""
+    """One non-blank line: its id, and the decision it asks for (walked, asked.py) or the error it gets; `line` once
+    answered."""
 
     id: RecordId
-    request: DecisionRequest | None = None
+    request: Asked | None = None
     error: AdapterError | None = None
     line: bytes = b""
 
@@ -89,7 +91,7 @@ def _record(raw: bytes) -> JsonLinesRecord:
         problems += validation_detail(e.errors(), prefix=("body",))
     if problems:
         return JsonLinesRecord(record_id, error=InvalidRequest(problems))
-    return JsonLinesRecord(record_id, request)
+    return JsonLinesRecord(record_id, asked_of(request))
 
 
 def _is_scalar(value: Any) -> bool:

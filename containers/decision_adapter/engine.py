@@ -28,16 +28,16 @@ import numpy as np
 import numpy.typing as npt
 from decision_spec.contract import InputFlag, options_hash
 from decision_spec.question_types import options_of
-from decision_spec.schemas import AnyQuestion, DecisionRequest, Option, Text
+from decision_spec.schemas import AnyQuestion, Option, Text
 
 from .adaptive import settled
+from .asked import Asked
 from .calibration import ActiveCalibration
-from .core.caller_text import mark, mark_model
 from .core.cloze import Path, branch_points, cloze_logprobs
 from .core.errors import InvalidRequest, RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
 from .core.signals import label_mass, log_softmax, order_name, shift_log_odds, softmax, split_out_of_scope
 from .deadline import Deadline
-from .input_flags import flags_of, state_flags
+from .input_flags import flags_of, normalized_strings, state_flags
 from .instruction_flags import flags_raised
 from .outcomes import DecisionOutcome, Scored
 from .prompting.base import OUT_OF_SCOPE, PromptScheme, single_token
@@ -101,7 +101,7 @@ class DecisionEngine:
 
     # -- public
     def score(
-        self, request: DecisionRequest, memo: AnswerMemo | None = None, deadline: Deadline | None = None
+        self, request: Asked, memo: AnswerMemo | None = None, deadline: Deadline | None = None
     ) -> DecisionOutcome:
         """`memo`: the answers of earlier records of one JSON Lines mini-batch; a question asked again of the
         same state is answered from it (the same computation, not repeated) and new answers go into it. `deadline`:
@@ -112,16 +112,15 @@ class DecisionEngine:
         finally:
             self._deadline = Deadline.never()
 
-    def _score(self, request: DecisionRequest, memo: AnswerMemo | None) -> DecisionOutcome:
+    def _score(self, request: Asked, memo: AnswerMemo | None) -> DecisionOutcome:
         t0 = time.perf_counter()
-        self._deadline.check("marking the state")
-        shown_state = mark(request.state)  # what the scheme renders: every caller string marked (caller_text.py)
+        shown_state = request.shown_state  # what the scheme renders: every caller string marked (caller_text.py)
         prefix = self._prefix_units(shown_state)
         prefix_len = sum(len(u) for u in prefix)
         if prefix_len >= self.rt.n_ctx:  # the state alone leaves no room: no question is worth tokenizing
             raise self._context_exceeded(f"more than {prefix_len}")
         budget = _Budget(self.max_request_tokens, prefix_len)  # refused as soon as planning passes it
-        plans = {qid: self._plan(qid, q, shown_state, budget) for qid, q in request.questions.items()}
+        plans = {qid: self._plan(request, qid, budget) for qid in request.questions}
         longest = max(len(p.head) + len(p.suffix) + p.reach for plan in plans.values() for p in plan.passes)
         if prefix_len + longest > self.rt.n_ctx:
             raise self._context_exceeded(str(prefix_len + longest))
@@ -131,15 +130,16 @@ class DecisionEngine:
         t2 = time.perf_counter()
         answers = {}
         self._deadline.check("the input flags")
-        flagged = state_flags(request.state, self.rt.has_control_string) | flags_raised(request.state)
+        lines = normalized_strings(request.state_strings)  # once, for both flags that read words
+        flagged = state_flags(request.state_strings, lines, self.rt.has_control_string) | flags_raised(lines)
         for qid, plan in plans.items():
             self._deadline.check("the next question")
             if memo is None:
-                answers[qid] = self._flagged(self._score_question(prefix, plan), flagged, plan.question)
+                answers[qid] = self._flagged(self._score_question(prefix, plan), flagged, request.strings[qid])
                 continue
             key = memo_key(request.state, qid, plan.question)
             if key not in memo:
-                memo[key] = self._flagged(self._score_question(prefix, plan), flagged, plan.question)
+                memo[key] = self._flagged(self._score_question(prefix, plan), flagged, request.strings[qid])
             answers[qid] = memo[key]
         t3 = time.perf_counter()
         evaluated = self.rt.tokens_decoded - decoded_before
@@ -153,8 +153,8 @@ class DecisionEngine:
             "(SM_LLAMA_CPP_CTX_SIZE); shorten the state or the options, or split the request"
         )
 
-    def _flagged(self, scored: Scored, state_flagged: frozenset[InputFlag], question: AnyQuestion) -> Scored:
-        flags = flags_of(state_flagged, question, self.rt.has_control_string)
+    def _flagged(self, scored: Scored, state_flagged: frozenset[InputFlag], strings: tuple[str, ...]) -> Scored:
+        flags = flags_of(state_flagged, strings, self.rt.has_control_string)
         return replace(scored, input_flags=flags) if flags else scored
 
     # -- planning
@@ -189,18 +189,19 @@ class DecisionEngine:
             units.append(cached)
         return tuple(units)
 
-    def _plan(
-        self, qid: str, question: AnyQuestion, shown_state: Text, budget: _Budget | None = None
-    ) -> DecisionEngine._Plan:
+    def _plan(self, request: Asked, qid: str, budget: _Budget | None = None) -> DecisionEngine._Plan:
+        """One question's passes, rendered from its marked copy (Asked.shown), what the scheme shows."""
+        question, shown = request.questions[qid], request.shown[qid]
         options = options_of(question)
-        shown = mark_model(question)
         shown_options = options_of(shown)
         out_of_scope = self.scheme.supports_out_of_scope and (self.out_of_scope or question.x_out_of_scope)
         if out_of_scope:
             options.append(OUT_OF_SCOPE)
             shown_options.append(OUT_OF_SCOPE)
         passes: list[DecisionEngine._Pass] = []
-        specs = self.scheme.passes(shown, shown_options, qid=mark(qid), state=shown_state, out_of_scope=out_of_scope)
+        specs = self.scheme.passes(
+            shown, shown_options, qid=request.shown_ids[qid], state=request.shown_state, out_of_scope=out_of_scope
+        )
         names: dict[str, Path] = {}  # a named question's names, and where they part: the same set in every order
         points: dict[Path, list[int]] | None = None
         if specs and specs[0].named:

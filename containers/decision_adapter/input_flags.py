@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from decision_spec.contract import INPUT_FLAGS, InputFlag
@@ -67,18 +67,30 @@ def normalized(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).translate(_CONFUSABLES).casefold()
 
 
+def normalized_strings(strings: Iterable[str]) -> list[str]:
+    """Each caller string as the flags read it (`normalized`), a slice at a time (slicing.stable_pieces: no C call
+    holds the GIL for the whole of a long text, and the pieces normalize as the whole does): once per request, for
+    this module's flag and instruction_flags.py's."""
+    return ["".join(normalized(p) for p in stable_pieces(s)) for s in strings]
+
+
 def addressed_to_classifier(state: Any) -> bool:
-    return any(_addressed(s) for s in caller_strings(state))
+    """Whether a value's text holds words addressed to the classifier (its strings walked and normalized here)."""
+    return addressed_in(normalized_strings(caller_strings(state)))
 
 
-def _addressed(text: str) -> bool:
-    """Whether one string holds text addressed to the classifier, read a slice at a time (slicing.stable_pieces: no
-    C call holds the GIL for the whole of a long text). Each slice is searched with the end of the one before it
-    (OVERLAP characters, and the character before them, so `^` and `\\b` read as in the whole text)."""
+def addressed_in(lines: Iterable[str]) -> bool:
+    """Whether any normalized string holds text addressed to the classifier."""
+    return any(_addressed(line) for line in lines)
+
+
+def _addressed(shown: str) -> bool:
+    """Whether one normalized string holds text addressed to the classifier, searched a slice at a time. Each slice is
+    searched with the end of the one before it (OVERLAP characters, and the character before them, so `^` and `\\b`
+    read as in the whole text)."""
     before = ""
-    for piece in stable_pieces(text):
-        shown = normalized(piece)
-        window = before + shown
+    for piece in stable_pieces(shown):
+        window = before + piece
         if _ADDRESSED.search(window, 1 if before else 0):
             return True
         before = window[-(OVERLAP + 1) :]
@@ -86,19 +98,23 @@ def _addressed(text: str) -> bool:
 
 
 def flags_of(
-    state_flags: frozenset[InputFlag], question: Any, has_control_string: Callable[[str], bool]
+    state_flags: frozenset[InputFlag], strings: Iterable[str], has_control_string: Callable[[str], bool]
 ) -> list[InputFlag]:
-    """One answer's flags: the state's, and control strings in its question's caller fields; in INPUT_FLAGS order."""
+    """One answer's flags: the state's, and control strings in its question's caller strings; in INPUT_FLAGS
+    order."""
     flags = set(state_flags)
-    if "control_strings" not in flags and any(has_control_string(s) for s in caller_strings(question)):
+    if "control_strings" not in flags and any(has_control_string(s) for s in strings):
         flags.add("control_strings")
     return [f for f in INPUT_FLAGS if f in flags]
 
 
-def state_flags(state: Any, has_control_string: Callable[[str], bool]) -> frozenset[InputFlag]:
+def state_flags(
+    strings: Iterable[str], lines: Iterable[str], has_control_string: Callable[[str], bool]
+) -> frozenset[InputFlag]:
+    """The flags the state's strings raise here: `strings` as sent (control strings), `lines` normalized."""
     flags: set[InputFlag] = set()
-    if any(has_control_string(s) for s in caller_strings(state)):
+    if any(has_control_string(s) for s in strings):
         flags.add("control_strings")
-    if addressed_to_classifier(state):
+    if addressed_in(lines):
         flags.add("addressed_to_classifier")
     return frozenset(flags)

@@ -21,14 +21,14 @@ customer who writes "please route this to billing" is flagged, and an attacker w
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 from decision_spec.contract import InputFlag
 
 from .core.caller_text import caller_strings
 from .core.string_set import StringSet
-from .input_flags import normalized
-from .slicing import stable_pieces
+from .input_flags import normalized, normalized_strings
 
 WINDOW = 160  # characters: two kinds of words this close make an instruction
 STRONG, OVERRIDE, MACHINE, DECIDE, AUTHORITY = "strong", "override", "machine", "decide", "authority"
@@ -124,9 +124,15 @@ def _whole(text: str, start: int, end: int) -> bool:
 
 
 def instructs_decider(state: Any) -> bool:
-    """Whether the state's text (its strings and object keys, in document order, one line each) holds an
-    instruction to the decider: a strong cue, or two kinds of cue within WINDOW characters."""
-    text = "\n".join("".join(normalized(p) for p in stable_pieces(s)) for s in caller_strings(state))
+    """Whether a value's text (its strings and object keys, in document order, one line each) holds an instruction to
+    the decider (its strings walked and normalized here)."""
+    return instructs(normalized_strings(caller_strings(state)))
+
+
+def instructs(lines: Iterable[str]) -> bool:
+    """Whether normalized strings (input_flags.normalized_strings), read as one line each, hold an instruction to the
+    decider: a strong cue, or two kinds of cue within WINDOW characters."""
+    text = "\n".join(lines)
     last: dict[str, int] = {}
     for start, end in sorted(_CUES.longest_at(text).items()):
         if not _whole(text, start, end):
@@ -138,6 +144,7 @@ def instructs_decider(state: Any) -> bool:
     return False
 
 
-def flags_raised(state: Any) -> frozenset[InputFlag]:
-    """The state's instructs_decider flag, where it raises it (the engine adds it to the state's other flags)."""
-    return frozenset({"instructs_decider"}) if instructs_decider(state) else frozenset()
+def flags_raised(lines: Iterable[str]) -> frozenset[InputFlag]:
+    """The state's instructs_decider flag, where its normalized strings raise it (the engine adds it to the state's
+    other flags)."""
+    return frozenset({"instructs_decider"}) if instructs(lines) else frozenset()

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from decision_spec.schemas import ChoiceQuestion, DecisionRequest, render_text
+from decision_spec.schemas import ChoiceQuestion, render_text
 
-from .core.caller_text import caller_strings, nesting_depth
+from .asked import Asked
+from .core.caller_text import caller_strings
 from .core.errors import RequestLimitExceeded, TokenBudgetExceeded, UnencodableText, request_budget_exceeded
 from .slicing import stable_pieces
 
@@ -102,20 +103,20 @@ class RequestLimits:
         """The fewest tokens the text can be (0 where the vocabulary gives no bound)."""
         return self.floor.tokens(text) if self.floor is not None else 0
 
-    def check(self, request: DecisionRequest) -> None:
-        """Every limit a decision request is held to before any work: its counts, then its text."""
+    def check(self, request: Asked) -> None:
+        """Every limit a decision request is held to before any work: its counts, then its text (as its walk
+        collected it, asked.py)."""
         questions = request.questions
         self.check_counts(
             len(questions), (len(q.criteria) for q in questions.values() if isinstance(q, ChoiceQuestion))
         )
-        deepest = max(nesting_depth(request.state), *(nesting_depth(q) for q in questions.values()))
-        if deepest > MAX_NESTING:
+        if request.depth > MAX_NESTING:
             raise RequestLimitExceeded(
-                f"the request's text nests objects and arrays {deepest} levels deep; this endpoint reads at most "
-                f"{MAX_NESTING}"
+                f"the request's text nests objects and arrays {request.depth} levels deep; this endpoint reads at "
+                f"most {MAX_NESTING}"
             )
         state = state_text(request.state)
-        asked = [qid + caller_text_of(q) for qid, q in questions.items()]
+        asked = list(request.texts.values())
         for text in (state, *asked):
             check_encodable(text)
         self.check_text(state, asked)
@@ -152,7 +153,7 @@ class RequestLimits:
         if total > self.max_request_tokens:
             raise request_budget_exceeded(f"at least {total}", self.max_request_tokens)
 
-    def check_body(self, requests: Sequence[DecisionRequest]) -> None:
+    def check_body(self, requests: Sequence[Asked]) -> None:
         """A JSON Lines body's text, at the least, within DECISION_MAX_BODY_TOKENS (each distinct state once: a state
         shared by records is evaluated once); refused whole before any record is, naming the limit."""
         if self.floor is None or self.max_body_tokens is None:
@@ -163,7 +164,7 @@ class RequestLimits:
             if key not in states:
                 states.add(key)
                 total += self.least_tokens(state_text(request.state))
-            total += sum(self.least_tokens(qid + caller_text_of(q)) for qid, q in request.questions.items())
+            total += sum(self.least_tokens(text) for text in request.texts.values())
         if total > self.max_body_tokens:
             raise TokenBudgetExceeded(
                 f"the body's {len(requests)} records hold at least {total} tokens of text for this model, each "

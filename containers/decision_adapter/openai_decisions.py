@@ -1,5 +1,6 @@
-"""OpenAI's Decisions API translated: its request as a System One DecisionRequest, the System One response (answers,
-policy actions, run identity) as OpenAI's `Decision` (handlers.answer_openai runs the translated request).
+"""OpenAI's Decisions API: its request parsed into the decision the engine reads (asked.py's `Asked`, as System One's
+is), and OpenAI's `Decision` rendered from the decision answered (answers.py's `Answered`: the same scored options,
+policy actions and run identity System One's response is rendered from). handlers.answer_openai runs it.
 
 A string `input` is the state as it is; a list of items (messages, function calls and their outputs, custom tool
 calls and theirs) is the state as a JSON array of one object per item, in order, so that no item's text can pass
@@ -16,22 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from decision_spec.schemas import (
-    AnswerExtensions,
-    ChoiceAnswer,
-    ChoiceQuestion,
-    DecisionRequest,
-    DecisionResponse,
-    NoulAnswer,
-    NoulQuestion,
-    ScoreAnswer,
-    ScoreQuestion,
-    Text,
-)
+from decision_spec import contract
+from decision_spec.question_types import kind_of
+from decision_spec.schemas import AnyQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, Text
 
 from . import openai_schemas as oa
+from .answers import Answered, extensions_of
+from .asked import Asked, asked
 from .core.errors import InvalidRequest
-from .outcomes import DecisionOutcome
 
 ROUTE = "/v1/decisions"
 REFUSAL_REASONS = ("out_of_scope", "low_label_mass")
@@ -39,11 +32,11 @@ Value = str | bool
 
 
 @dataclass(frozen=True)
-class Translated:
-    """A request in System One's shape, and what turns its answers back into OpenAI's: each question's name,
-    and per choice question its option keys' typed values, per score question its level labels."""
+class Parsed:
+    """An OpenAI request as the engine reads it, and what renders its answers in OpenAI's shape: each question's
+    name, and per choice question its option keys' typed values, per score question its level labels."""
 
-    request: DecisionRequest
+    asked: Asked
     names: dict[str, str | None]  # question id -> the question's name, in question order
     values: dict[str, dict[str, Value]] = field(default_factory=dict)
     labels: dict[str, list[str]] = field(default_factory=dict)
@@ -150,95 +143,94 @@ def _choice_keys(question: oa.OpenAIChoiceQuestion, loc: list[str | int]) -> dic
     return keys
 
 
-def to_decision_request(body: oa.DecisionCreate) -> Translated:
-    """The System One request that asks the same: same state, same options, same order."""
-    questions: dict[str, Any] = {}
+def parse(body: oa.DecisionCreate) -> Parsed:
+    """The decision OpenAI's request asks: the same state, options and order a System One request would give the
+    engine. Its questions are the kinds' models built from fields its own schema has validated (the same limits), so
+    nothing is validated twice; its text is walked once, as every dialect's is (asked.py)."""
+    questions: dict[str, AnyQuestion] = {}
     names: dict[str, str | None] = {}
     values: dict[str, dict[str, Value]] = {}
     labels: dict[str, list[str]] = {}
     for i, (qid, q) in enumerate(zip(_question_ids(body), body.questions, strict=True)):
         loc: list[str | int] = ["questions", i]
         names[qid] = q.name
-        common = {
+        common: dict[str, Any] = {
             "instructions": _instructions(q.instructions, [*loc, "instructions"]),
             "x_out_of_scope": q.x_out_of_scope,
             "x_slot_probabilities": q.x_slot_probabilities,
         }
         if isinstance(q, oa.OpenAIPredicateQuestion):
-            questions[qid] = NoulQuestion(type="noul", **common)
+            questions[qid] = NoulQuestion.model_construct(type="noul", criteria=None, **common)
         elif isinstance(q, oa.OpenAIChoiceQuestion):
             values[qid] = _choice_keys(q, loc)
             described = {c.value: c.description for c in q.choices}
-            criteria = {key: described[value] for key, value in values[qid].items()}
-            questions[qid] = ChoiceQuestion(type="choice", criteria=criteria, **common)
+            criteria: dict[str, Text | None] = {key: described[value] for key, value in values[qid].items()}
+            questions[qid] = ChoiceQuestion.model_construct(type="choice", criteria=criteria, **common)
         elif isinstance(q, oa.OpenAIScoreQuestion):
             labels[qid] = [level.label for level in q.levels]
-            levels = [f"{lv.label}: {lv.description}" if lv.description else lv.label for lv in q.levels]
-            questions[qid] = ScoreQuestion(type="score", criteria=levels, **common)
-    request = DecisionRequest(model=body.model, state=state_of(body.input), questions=questions)
-    return Translated(request, names, values, labels)
+            levels: list[Text] = [f"{lv.label}: {lv.description}" if lv.description else lv.label for lv in q.levels]
+            questions[qid] = ScoreQuestion.model_construct(type="score", criteria=levels, **common)
+    return Parsed(asked(body.model, state_of(body.input), questions), names, values, labels)
 
 
-def _extensions(answer: AnswerExtensions) -> dict[str, Any]:
-    return {name: getattr(answer, name) for name in AnswerExtensions.model_fields}
-
-
-def answer_of(translated: Translated, qid: str, answer: Any) -> Any:
-    """One System One answer as OpenAI's: its type's shape, or a refusal where the policy declined it."""
-    name, extensions = translated.names[qid], _extensions(answer)
-    if answer.x_action == "abstain" and answer.x_action_reason in REFUSAL_REASONS:
+def answer_of(parsed: Parsed, answered: Answered, qid: str) -> oa.OpenAIAnswer:
+    """One answer in OpenAI's shape, from the scored options: its type's, or a refusal where the policy declined it
+    because the model did (REFUSAL_REASONS)."""
+    name, extensions = parsed.names[qid], extensions_of(answered, qid)
+    taken = answered.verdicts.get(qid)
+    if taken is not None and taken.action == "abstain" and taken.reason in REFUSAL_REASONS:
         return oa.OpenAIRefusalAnswer(name=name, **extensions)
-    if isinstance(answer, NoulAnswer):
-        return oa.OpenAIPredicateAnswer(name=name, probability=answer.noul, **extensions)
-    if isinstance(answer, ChoiceAnswer):
-        values = translated.values[qid]
+    scored, qtype = answered.outcome.answers[qid], answered.questions[qid].type
+    probs = scored.probs
+    if qtype == "noul":
+        return oa.OpenAIPredicateAnswer(name=name, probability=probs[0], **extensions)
+    if qtype == "choice":
+        values = parsed.values[qid]
         return oa.OpenAIChoiceAnswer(
             name=name,
-            choice=values[answer.choice],
-            confidence=answer.confidence,
+            choice=values[scored.keys[kind_of(qtype).pick(probs)]],
+            confidence=contract.choice_confidence(probs),
             probabilities=[
-                oa.ChoiceProbability(value=values[k], probability=p) for k, p in answer.probabilities.items()
+                oa.ChoiceProbability(value=values[k], probability=p) for k, p in zip(scored.keys, probs, strict=True)
             ],
             **extensions,
         )
-    assert isinstance(answer, ScoreAnswer)
-    labels = translated.labels[qid]
+    labels = parsed.labels[qid]
     return oa.OpenAIScoreAnswer(
         name=name,
-        score=answer.score,
-        confidence=answer.confidence,
-        probabilities=[
-            oa.ScoreProbability(label=labels[int(k)], value=int(k), probability=p)
-            for k, p in answer.probabilities.items()
-        ],
+        score=contract.score_expectation(probs),
+        confidence=contract.score_confidence(probs),
+        probabilities=[oa.ScoreProbability(label=labels[i], value=i, probability=p) for i, p in enumerate(probs)],
         **extensions,
     )
 
 
-def usage_of(response: DecisionResponse, outcome: DecisionOutcome) -> oa.OpenAIUsage:
+def usage_of(answered: Answered) -> oa.OpenAIUsage:
     """The state's tokens count as cached where the state was reused, as written where it was evaluated; neither
-    where the endpoint is shared (the response's x_run then carries no state_source)."""
-    state_tokens = outcome.input_tokens - sum(a.suffix_tokens for a in outcome.answers.values())
-    if response.x_run is not None and response.x_run.state_source is None:
-        state_tokens = 0
+    where the endpoint is shared."""
+    outcome = answered.outcome
+    state_tokens = (
+        0 if answered.shared else outcome.input_tokens - sum(a.suffix_tokens for a in outcome.answers.values())
+    )
     reused = outcome.state_source in ("resident", "cache")
     return oa.OpenAIUsage(
-        input_tokens=response.usage.input_tokens,
+        input_tokens=outcome.input_tokens,
         input_tokens_details=oa.InputTokensDetails(
             cached_tokens=state_tokens if reused else 0, cache_write_tokens=0 if reused else state_tokens
         ),
-        total_tokens=response.usage.input_tokens + response.usage.output_tokens,
+        total_tokens=outcome.input_tokens,  # nothing is generated
     )
 
 
-def decision_of(translated: Translated, response: DecisionResponse, outcome: DecisionOutcome) -> oa.Decision:
+def decision_of(parsed: Parsed, answered: Answered) -> oa.Decision:
+    """OpenAI's `Decision`, answers in question order."""
     return oa.Decision(
-        model=response.model,
-        answers=[answer_of(translated, qid, answer) for qid, answer in response.answers.items()],
-        usage=usage_of(response, outcome),
-        x_run=response.x_run,
-        x_timing_ms=response.x_timing_ms,
-        x_evaluated_tokens=response.x_evaluated_tokens,
+        model=answered.model,
+        answers=[answer_of(parsed, answered, qid) for qid in answered.questions],
+        usage=usage_of(answered),
+        x_run=answered.run,
+        x_timing_ms=answered.timings(),
+        x_evaluated_tokens=answered.evaluated_tokens(),
     )
 
 

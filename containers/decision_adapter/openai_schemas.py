@@ -1,5 +1,6 @@
 """Request and response models of OpenAI's Decisions API (`POST /v1/decisions`), read from the `openai` SDK's own
-types (openai==3.51.0: types/decision_create_params.py, types/decision.py); openai_decisions.py translates them.
+types (openai==3.51.0: types/decision_create_params.py, types/decision.py); openai_decisions.py parses the request
+into the engine's decision and renders the answers in these models.
 
 Unknown fields are ignored, as on the System One route; the `x_` switches a System One question takes are
 accepted on a question here too, and every answer carries the System One answer's `x_` fields (the SDK's models

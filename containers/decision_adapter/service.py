@@ -28,9 +28,10 @@ import anyio
 from decision_spec import events
 from decision_spec.contract import DEFAULT_MODEL_ALIAS
 from decision_spec.policy import Policy
-from decision_spec.schemas import ChatCompletionRequest, DecisionRequest, RunIdentity
+from decision_spec.schemas import ChatCompletionRequest, RunIdentity
 
 from .admission import Lane
+from .asked import Asked
 from .core.caller_text import mark
 from .core.errors import AdapterError, ChatNotServed, DeadlineExceeded, RuntimeFailure, TokenBudgetExceeded, status_of
 from .core.settings import AdapterSettings
@@ -116,7 +117,7 @@ class ModelService:
         return await self._logged(self.decision_lane, fn, request_id=request_id, route=route, deadline=deadline)
 
     async def decide(
-        self, request: DecisionRequest, *, request_id: str, route: str, deadline: Deadline | None = None
+        self, request: Asked, *, request_id: str, route: str, deadline: Deadline | None = None
     ) -> DecisionOutcome:
         deadline = deadline or self.deadline()
         await self._check_limits(lambda: self.limits.check(request), request_id, route)
@@ -130,7 +131,7 @@ class ModelService:
         return outcome
 
     async def decide_batch(
-        self, requests: Sequence[DecisionRequest], *, route: str, deadline: Deadline | None = None
+        self, requests: Sequence[Asked], *, route: str, deadline: Deadline | None = None
     ) -> list[Decided]:
         """A mini-batch on one permit (429 for all when none is left) and one context: one `Decided` per request,
         in their order. Refused whole (413) past the body's token limit (DECISION_MAX_BODY_TOKENS) before any work.
@@ -173,8 +174,8 @@ class ModelService:
 
     @staticmethod
     async def _check_limits(check: Callable[[], None], request_id: str, route: str) -> None:
-        """A request's limits, before it waits for a context or any of its text is marked or tokenized; in a worker
-        thread (the walk and the count are linear in the text, and the event loop answers /ping meanwhile)."""
+        """A request's limits, before it waits for a context or any of its text is tokenized; in a worker thread
+        (the count is linear in the text, and the event loop answers /ping meanwhile)."""
         try:
             await anyio.to_thread.run_sync(check)
         except TokenBudgetExceeded as e:
@@ -233,7 +234,7 @@ def chat_parameters(request: ChatCompletionRequest) -> dict[str, Any]:
 
 def decide_each(
     engine: DecisionEngine,
-    requests: Sequence[DecisionRequest],
+    requests: Sequence[Asked],
     limits: RequestLimits,
     *,
     route: str,
@@ -265,7 +266,7 @@ def decide_each(
     return decided
 
 
-def evaluation_order(requests: Sequence[DecisionRequest]) -> list[int]:
+def evaluation_order(requests: Sequence[Asked]) -> list[int]:
     """The requests' indexes with those that share a state next to each other (states in order of first
     appearance), so a state is prefilled once and stays resident for the requests after it."""
     first_seen: dict[str, int] = {}

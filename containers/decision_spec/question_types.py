@@ -56,8 +56,9 @@ class QuestionKind(ABC, Generic[Q, A]):
         """The contract's answer object (decision-api.md, Response) from the probabilities of the options `keys`."""
 
     @abstractmethod
-    def log_fields(self, answer: A) -> dict[str, Any]:
-        """What the decision log line says of the answer, after its id, type, margin and options hash."""
+    def log_fields(self, keys: list[str], probs: list[float]) -> dict[str, Any]:
+        """What the decision log line says of an answer, from the probabilities of the options `keys`, after its id,
+        type, margin and options hash (every dialect's answer is rendered from the same)."""
 
     def pick(self, probs: Sequence[float]) -> int:
         """The option a probability vector picks: the most probable (the first of equals)."""
@@ -94,8 +95,8 @@ class NoulKind(QuestionKind[NoulQuestion, NoulAnswer]):
     ) -> NoulAnswer:
         return NoulAnswer(noul=probs[0], **extensions)
 
-    def log_fields(self, answer: NoulAnswer) -> dict[str, Any]:
-        return {"noul": round(answer.noul, 4)}
+    def log_fields(self, keys: list[str], probs: list[float]) -> dict[str, Any]:
+        return {"noul": round(probs[0], 4)}
 
     def pick(self, probs: Sequence[float]) -> int:
         return 0 if probs[0] >= 0.5 else 1
@@ -138,8 +139,8 @@ class ChoiceKind(_Distributed[ChoiceQuestion, ChoiceAnswer]):
             **extensions,
         )
 
-    def log_fields(self, answer: ChoiceAnswer) -> dict[str, Any]:
-        return {"choice": answer.choice, "confidence": round(answer.confidence, 4)}
+    def log_fields(self, keys: list[str], probs: list[float]) -> dict[str, Any]:
+        return {"choice": keys[self.pick(probs)], "confidence": round(contract.choice_confidence(probs), 4)}
 
     def picked(self, answer: ChoiceAnswer, options: Sequence[str] | None = None) -> int:
         return list(answer.probabilities if options is None else options).index(answer.choice)
@@ -173,8 +174,8 @@ class ScoreKind(_Distributed[ScoreQuestion, ScoreAnswer]):
             **extensions,
         )
 
-    def log_fields(self, answer: ScoreAnswer) -> dict[str, Any]:
-        return {"score": answer.score, "confidence": round(answer.confidence, 4)}
+    def log_fields(self, keys: list[str], probs: list[float]) -> dict[str, Any]:
+        return {"score": contract.score_expectation(probs), "confidence": round(contract.score_confidence(probs), 4)}
 
     def picked(self, answer: ScoreAnswer, options: Sequence[str] | None = None) -> int:
         return self.pick(self.distribution(answer, options))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from decision_adapter.answers import decision_response
+from decision_adapter.answers import answered, decision_response
 from decision_adapter.outcomes import DecisionOutcome, Scored
 from decision_spec.schemas import (
     CalibrationInForce,
@@ -53,7 +53,9 @@ def _body() -> bytes:
     scored = {qid: Scored(KEYS[qid], PROBS[qid], f"sha-{qid}", 5, 2) for qid in request.questions}
     outcome = DecisionOutcome(scored, 40, 12, "computed", {"tokenize": 0.1, "state": 2.5, "questions": 4.0})
     run = RequestRun(**IDENTITY.model_dump(), request_id="r1", state_source=outcome.state_source)
-    response = decision_response(model="m", questions=request.questions, outcome=outcome, run=run, total_ms=7.891)
+    response = decision_response(
+        answered(model="m", questions=request.questions, outcome=outcome, run=run, latency_ms=7.891)
+    )
     return bytes(JSONResponse(response.model_dump(exclude_none=True)).body)  # what the handler sends
 
 

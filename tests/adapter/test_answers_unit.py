@@ -1,4 +1,5 @@
-"""The decision response from hand-built scored options (answers.decision_response), per question type.
+"""The decision answered and System One's response rendered from hand-built scored options (answers.answered,
+answers.decision_response), per question type; OpenAI's rendered from the same (openai_decisions.decision_of).
 
 No model, no engine: each answer is checked against the contract's pure functions (contract.py, the oracle) and
 against one case computed by hand per type. The same responses from the real model are tested in
@@ -12,12 +13,16 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from decision_adapter import handlers
-from decision_adapter.answers import decision_response
+from decision_adapter import handlers, openai_decisions
+from decision_adapter import openai_schemas as oa
+from decision_adapter.answers import answered, decision_response
+from decision_adapter.asked import asked_of
 from decision_adapter.core.settings import AdapterSettings
 from decision_adapter.openai_decisions import usage_of
 from decision_adapter.outcomes import DecisionOutcome, Scored
 from decision_spec import contract
+from decision_spec.manifest import calibration_sha256
+from decision_spec.policy import Provenance, seal
 from decision_spec.schemas import (
     AnyQuestion,
     CalibrationInForce,
@@ -68,7 +73,8 @@ def respond(questions: dict[str, dict[str, Any]], answers: dict[str, Scored], **
         state_source="computed",
         timings_ms={"tokenize": 0.5, "state": 10.25, "questions": 3.0},
     )
-    return decision_response(model="m", questions=parsed, outcome=decided, run=RUN, total_ms=outcome.get("total", 14.0))
+    done = answered(model="m", questions=parsed, outcome=decided, run=RUN, latency_ms=outcome.get("total", 14.0))
+    return decision_response(done)
 
 
 def answer(question: dict[str, Any], keys: list[str], probs: list[float], **extra: Any) -> Any:
@@ -189,23 +195,92 @@ def test_a_shared_endpoint_withholds_what_tells_of_other_callers_requests(shared
         state_source="resident",
         timings_ms={"tokenize": 1.0, "state": 0.0, "questions": 9.0},
     )
-    response = handlers.respond(cast(Any, service), body, outcome, request_id="r", route="/v1/systemone", latency_ms=9)
-    wire = response.model_dump(exclude_none=True)
-    usage = usage_of(response, outcome).input_tokens_details
+    done = handlers.respond(
+        cast(Any, service), asked_of(body), outcome, request_id="r", route="/v1/systemone", latency_ms=9
+    )
+    wire = decision_response(done).model_dump(exclude_none=True)
+    usage = usage_of(done).input_tokens_details
     if shared:
         assert "state_source" not in wire["x_run"] and "x_timing_ms" not in wire and "x_evaluated_tokens" not in wire
         assert usage.cached_tokens == usage.cache_write_tokens == 0
     else:
         assert wire["x_run"]["state_source"] == "resident" and wire["x_evaluated_tokens"] == 0
         assert usage.cached_tokens == 33  # the state's tokens: the request's 40 less the question's 7
-    assert (
-        wire["answers"]
-        == handlers.respond(
-            cast(Any, SimpleNamespace(**{**vars(service), "settings": AdapterSettings()})),
-            body,
-            outcome,
-            request_id="r",
-            route="/v1/systemone",
-            latency_ms=9,
-        ).model_dump(exclude_none=True)["answers"]
-    )  # the answers themselves never change
+    unshared = handlers.respond(
+        cast(Any, SimpleNamespace(**{**vars(service), "settings": AdapterSettings()})),
+        asked_of(body),
+        outcome,
+        request_id="r",
+        route="/v1/systemone",
+        latency_ms=9,
+    )
+    assert wire["answers"] == decision_response(unshared).model_dump(exclude_none=True)["answers"]  # never change
+
+
+def test_openais_answers_are_rendered_from_the_same_decision_as_system_ones() -> None:
+    """/v1/decisions renders its answers from the decision answered, not from System One's response (before issue 47
+    it translated that response): each carries the same pick, probabilities, confidence and x_ fields as System One's
+    answer to the same scored options, under a policy too (a declined question is a refusal)."""
+    body = oa.DecisionCreate.model_validate(
+        {
+            "model": "m",
+            "input": "s",
+            "questions": [
+                {"type": "predicate", "instructions": "Urgent?", "name": "urgent"},
+                {"type": "choice", "instructions": "Team?", "choices": [{"value": "billing"}, {"value": True}]},
+                {"type": "score", "instructions": "Anger?", "levels": [{"label": "Calm"}, {"label": "Cross"}]},
+            ],
+        }
+    )
+    parsed = openai_decisions.parse(body)
+    ids = list(parsed.asked.questions)
+    assert ids == ["urgent", "#1", "#2"]
+    outcome = DecisionOutcome(
+        {
+            "urgent": scored(["true", "false"], [0.3, 0.7], label_mass=0.9),
+            "#1": scored(["billing", "true"], [0.25, 0.75], input_flags=["instructs_decider"]),
+            "#2": scored(["0", "1"], [0.4, 0.6]),
+        },
+        input_tokens=40,
+        evaluated_tokens=30,
+        state_source="computed",
+        timings_ms={"tokenize": 0.5, "state": 10.25, "questions": 3.0},
+    )
+    declining = seal(
+        model_sha256="0" * 64,
+        calibration_sha256=calibration_sha256(None),
+        types={},
+        provenance=Provenance(
+            cases_file="c.jsonl",
+            cases_sha256="a" * 64,
+            target_accuracy=0.9,
+            min_support=5,
+            review_accuracy=0.5,
+            created="2026-12-01",
+        ),
+        min_label_mass=0.95,
+    )
+    for policy in (None, declining):
+        done = answered(
+            model="m", questions=parsed.asked.questions, outcome=outcome, run=RUN, latency_ms=9.0, policy=policy
+        )
+        system_one = decision_response(done).answers
+        openai = openai_decisions.decision_of(parsed, done).answers
+        urgent, team, anger = openai
+        if policy is None:
+            assert isinstance(urgent, oa.OpenAIPredicateAnswer) and urgent.probability == system_one["urgent"].noul
+        else:  # too little mass on the labels: the model declined, the policy abstains, OpenAI's answer refuses
+            assert (
+                isinstance(urgent, oa.OpenAIRefusalAnswer) and system_one["urgent"].x_action_reason == "low_label_mass"
+            )
+        choice, score = system_one["#1"], system_one["#2"]
+        assert isinstance(team, oa.OpenAIChoiceAnswer) and isinstance(choice, ChoiceAnswer)
+        assert team.choice is True and choice.choice == "true"  # the typed value of the key System One names
+        assert [p.probability for p in team.probabilities] == list(choice.probabilities.values())
+        assert team.confidence == choice.confidence
+        assert isinstance(anger, oa.OpenAIScoreAnswer) and isinstance(score, ScoreAnswer)
+        assert (anger.score, anger.confidence) == (score.score, score.confidence)
+        assert [(p.label, p.value, p.probability) for p in anger.probabilities] == [("Calm", 0, 0.4), ("Cross", 1, 0.6)]
+        for mine, theirs in zip(openai, system_one.values(), strict=True):
+            extensions = {k: v for k, v in theirs.model_dump().items() if k.startswith("x_")}
+            assert {k: v for k, v in mine.model_dump().items() if k.startswith("x_")} == extensions

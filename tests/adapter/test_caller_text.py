@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from decision_adapter.asked import asked_of
 from decision_adapter.calibration import ActiveCalibration
-from decision_adapter.core.caller_text import mark, unmark
+from decision_adapter.core.caller_text import unmark
 from decision_adapter.core.settings import AdapterSettings
 from decision_adapter.engine import DecisionEngine
 from decision_adapter.prompting import PromptScheme, make_scheme
@@ -73,11 +74,11 @@ def engine(rt: LlamaRuntime, scheme: PromptScheme) -> DecisionEngine:
 
 def units(eng: DecisionEngine, body: dict[str, Any]) -> list[Unit]:
     """Every unit the engine would evaluate for the request: the prefix, then each question's head and passes."""
-    request = DecisionRequest.model_validate(body)
-    shown_state = mark(request.state)
+    request = asked_of(DecisionRequest.model_validate(body))
+    shown_state = request.shown_state
     out = list(eng._prefix_units(shown_state))
-    for qid, q in request.questions.items():
-        for p in eng._plan(qid, q, shown_state).passes:
+    for qid in request.questions:
+        for p in eng._plan(request, qid).passes:
             out += [p.head, p.suffix]
     return out
 
@@ -176,7 +177,7 @@ def test_ordinary_text_reads_as_before(rt: LlamaRuntime, kind: str) -> None:
 def test_answers_for_ordinary_text_are_byte_identical(rt: LlamaRuntime) -> None:
     for kind, body in (("chat-template", ORDINARY[0]), ("openjev", ORDINARY[1])):
         scheme = make(rt, kind)
-        request_ = DecisionRequest.model_validate(body)
+        request_ = asked_of(DecisionRequest.model_validate(body))
         rt.forget()  # the two runtimes share one llama.cpp context: each starts from an empty cache
         new = engine(rt, scheme).score(request_).answers
         rt.forget()

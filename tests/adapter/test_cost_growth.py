@@ -27,6 +27,7 @@ import pytest
 from decision_adapter import bulk, openai_decisions
 from decision_adapter import openai_schemas as oa
 from decision_adapter.app import parsed, validated
+from decision_adapter.asked import asked_of
 from decision_adapter.calibration import ActiveCalibration
 from decision_adapter.core.caller_text import ControlVocabulary
 from decision_adapter.core.errors import AdapterError
@@ -175,9 +176,10 @@ def decision_body(field: str, value: Any) -> dict[str, Any]:
 
 
 def scored(request: DecisionRequest) -> None:
-    """What the service and the engine do with a decision request before and around the model."""
-    LIMITS.check(request)
-    engine().score(request)
+    """What the handler, the service and the engine do with a decision request before and around the model."""
+    walked = asked_of(request)
+    LIMITS.check(walked)
+    engine().score(walked)
 
 
 def systemone(field: str) -> Callable[[Any], None]:
@@ -207,8 +209,9 @@ def openai(field: str) -> Callable[[Any], None]:
             question["instructions"] = as_text(value)
         elif field == "choice_value":
             question["choices"][0] = {"value": as_text(value), "description": as_text(value)}
-        translated = openai_decisions.to_decision_request(oa.DecisionCreate.model_validate(body))
-        scored(translated.request)
+        parsed = openai_decisions.parse(oa.DecisionCreate.model_validate(body))
+        LIMITS.check(parsed.asked)
+        engine().score(parsed.asked)
 
     return run
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
+from decision_adapter.asked import Asked, asked_of
 from decision_adapter.core.errors import ModelNotServed, RequestLimitExceeded, RuntimeFailure, TokenBudgetExceeded
 from decision_adapter.engine import AnswerMemo, DecisionEngine
 from decision_adapter.limits import RequestLimits, TokenFloor
@@ -19,8 +20,8 @@ QUESTIONS = {"refund": {"type": "noul", "instructions": "Money back?"}}
 LIMITS = RequestLimits(n_ctx=100, max_request_tokens=400, floor=TokenFloor({}, 4), max_questions=2, max_options=4)
 
 
-def request(state: Any) -> DecisionRequest:
-    return DecisionRequest.model_validate({"state": state, "questions": QUESTIONS})
+def request(state: Any) -> Asked:
+    return asked_of(DecisionRequest.model_validate({"state": state, "questions": QUESTIONS}))
 
 
 class ScriptedEngine:
@@ -30,7 +31,7 @@ class ScriptedEngine:
         self.raises = raises
         self.seen: list[Any] = []
 
-    def score(self, req: DecisionRequest, memo: AnswerMemo, deadline: object = None) -> DecisionOutcome:
+    def score(self, req: Asked, memo: AnswerMemo, deadline: object = None) -> DecisionOutcome:
         self.seen.append(req.state)
         if isinstance(req.state, str) and req.state in self.raises:
             raise self.raises[req.state]
@@ -66,7 +67,9 @@ def test_a_runtime_failure_fails_the_mini_batch() -> None:
 
 def test_a_record_past_the_limits_is_refused_before_the_engine_sees_it() -> None:
     engine = ScriptedEngine({})
-    many = DecisionRequest.model_validate({"state": "c", "questions": {f"q{i}": QUESTIONS["refund"] for i in range(3)}})
+    many = asked_of(
+        DecisionRequest.model_validate({"state": "c", "questions": {f"q{i}": QUESTIONS["refund"] for i in range(3)}})
+    )
     requests = [request("a"), request("x" * 401), many, request("b")]
     decided = decide_each(cast(DecisionEngine, engine), requests, LIMITS, route="/invocations")
     assert engine.seen == ["a", "b"]  # neither the long state nor the three questions reached the engine

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
+from decision_adapter.asked import Asked, asked_of
 from decision_adapter.calibration import ActiveCalibration
 from decision_adapter.core.errors import InvalidRequest, TokenBudgetExceeded
 from decision_adapter.engine import AnswerMemo, DecisionEngine
@@ -62,8 +63,8 @@ def make_engine(
     )
 
 
-def request(state: str = STATE, **questions: dict[str, Any]) -> DecisionRequest:
-    return DecisionRequest.model_validate({"state": state, "questions": questions})
+def request(state: str = STATE, **questions: dict[str, Any]) -> Asked:
+    return asked_of(DecisionRequest.model_validate({"state": state, "questions": questions}))
 
 
 def softmax(xs: list[float]) -> list[float]:

@@ -5,11 +5,13 @@ built from answers made here."""
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
+from typing import cast
 
 from decision_adapter import handlers
+from decision_adapter.answers import Answered
+from decision_adapter.outcomes import DecisionOutcome, Scored
 from decision_spec import events
-from decision_spec.schemas import ChoiceAnswer, NoulAnswer
+from decision_spec.schemas import DecisionRequest, RequestRun
 
 from stacks import decision_shift, observability
 
@@ -37,17 +39,23 @@ def test_decision_shift_selects_decision_lines_and_reads_picks_by_key() -> None:
 
 def test_a_decision_lines_counts_carry_the_names_the_filters_read() -> None:
     """handlers.shift_counts (what a decision line adds under a policy) keyed as decision_shift reads it."""
-    answers = {
-        "a": ChoiceAnswer(
-            choice="Sales",
-            probabilities={"Billing": 0.3, "Sales": 0.7},
-            confidence=0.4,
-            x_options_sha256=SHA,
-            x_label_mass=0.9,
-        ),
-        "b": NoulAnswer(noul=0.2, x_options_sha256=SHA[::-1]),
-    }
-    counts = handlers.shift_counts(SimpleNamespace(answers=answers))  # type: ignore[arg-type]
+    questions = DecisionRequest.model_validate(
+        {
+            "state": "s",
+            "questions": {"a": {"type": "choice", "criteria": {"Billing": None, "Sales": None}}, "b": {"type": "noul"}},
+        }
+    ).questions
+    outcome = DecisionOutcome(
+        {
+            "a": Scored(["Billing", "Sales"], [0.3, 0.7], SHA, 1, 1, label_mass=0.9),
+            "b": Scored(["true", "false"], [0.2, 0.8], SHA[::-1], 1, 1),
+        },
+        input_tokens=2,
+        evaluated_tokens=2,
+        state_source="computed",
+    )
+    done = Answered("m", dict(questions), outcome, {}, cast(RequestRun, None), 1.0)
+    counts = handlers.shift_counts(done)
     assert counts == {
         events.PICKED_FIELD: {events.picked_key(SHA, 1): 1, events.picked_key(SHA[::-1], 1): 1},
         events.LABEL_MASS_SUM_FIELD: 0.9,

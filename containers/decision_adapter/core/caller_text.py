@@ -20,6 +20,7 @@ import bisect
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, TypeVar
 
@@ -104,24 +105,77 @@ def caller_strings(value: Any, *, scalars: bool = False) -> Iterator[str]:
             yield json.dumps(item)
 
 
-_CONTAINERS = frozenset({dict, list})
+@dataclass(frozen=True)
+class Walked:
+    """A caller value walked once: what `mark` and `caller_strings` (with and without scalars) give, and its nesting,
+    from one pass."""
+
+    marked: Any  # the value with every string marked (mark)
+    strings: tuple[str, ...]  # its strings, object keys included, in document order (caller_strings): the flags'
+    text: str  # its strings, numbers and booleans joined (caller_strings with scalars): what tokens are counted from
+    depth: int  # how many objects and arrays deep it goes (a string: 0; a request model's own level not counted)
 
 
-def nesting_depth(value: Any) -> int:
-    """How many objects and arrays deep a value goes (a string: 0; a request model's fields: its own level not
-    counted), walked with an explicit stack."""
+_KEY = object()  # a stack entry that is an object key: its string is read, its marked copy placed with its value
+
+
+def walk(value: Any) -> Walked:
+    """`value` walked once with an explicit stack, in document order: each string and container visited once,
+    however deep the nesting. A request model's caller fields are walked at its own level, and its marked copy made
+    once its fields are (mark_model)."""
+    strings: list[str] = []
+    text: list[str] = []
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    root: list[Any] = [None]
+    models: list[tuple[BaseModel, dict[str, Any], Any, Any]] = []  # (model, its marked fields, where its copy goes)
+    # (value, where its marked copy goes, the key there, the objects and arrays around it)
+    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, BaseModel):
-            stack.extend((v, depth) for v in caller_fields(item).values())
-        elif isinstance(item, dict | list):
+        item, parent, slot, depth = stack.pop()
+        if parent is _KEY:
+            if isinstance(item, str):
+                strings.append(item)
+            text.extend(_scalar_text(item))
+            continue
+        if isinstance(item, dict):
             deepest = max(deepest, depth + 1)
-            values = item.values() if isinstance(item, dict) else item
-            if _CONTAINERS & set(map(type, values)):  # one C pass: an array of scalars is not walked in Python
-                stack.extend((v, depth + 1) for v in values if isinstance(v, dict | list))
-    return deepest
+            copy: Any = {}
+            for k, v in reversed(item.items()):
+                stack.append((v, copy, _mark_scalar(k), depth + 1))
+                stack.append((k, _KEY, None, depth))
+            for k in item:  # the copy keeps the keys' order
+                copy[_mark_scalar(k)] = None
+        elif isinstance(item, list):
+            deepest = max(deepest, depth + 1)
+            copy = [None] * len(item)
+            stack.extend((v, copy, i, depth + 1) for i, v in reversed(list(enumerate(item))))
+        elif isinstance(item, BaseModel):
+            fields = caller_fields(item)
+            marked: dict[str, Any] = dict.fromkeys(fields)
+            models.append((item, marked, parent, slot))
+            stack.extend((v, marked, n, depth) for n, v in reversed(fields.items()))
+            continue  # placed once its fields are marked, below
+        else:
+            if isinstance(item, str):
+                strings.append(item)
+            text.extend(_scalar_text(item))
+            copy = _mark_scalar(item)
+        parent[slot] = copy
+    for model, marked, parent, slot in reversed(models):  # inner models were met last: their copies go in first
+        parent[slot] = model.model_copy(update=marked)
+    return Walked(root[0], tuple(strings), "".join(text), deepest)
+
+
+def _scalar_text(value: Any) -> tuple[str, ...]:
+    """What a scalar shows of itself in a rendered value (caller_strings with scalars): a string its text, a boolean
+    or a number as JSON writes it, null nothing."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, bool):
+        return ("true" if value else "false",)
+    if isinstance(value, int | float):
+        return (json.dumps(value),)
+    return ()
 
 
 def is_marked(text: str) -> bool:
