@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from decision_spec.manifest import read_manifest
-from decisionctl.evaluation import metrics, temperatures
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.core import metrics, temperatures
+from decisionctl.core.labeled import Prediction
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import decider_stats as st  # a sibling script, not a package

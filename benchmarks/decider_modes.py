@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.core.labeled import Prediction
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decider_stats import wilson  # a sibling script, not a package

@@ -14,11 +14,12 @@ from decision_adapter.input_flags import addressed_to_classifier
 from decision_adapter.instruction_flags import instructs_decider
 from decision_spec.manifest import Manifest
 from decision_spec.policy import Policy, verdict
-from decisionctl.certification.bands import question_key
-from decisionctl.certification.bounds import upper_bound
-from decisionctl.evaluation import intercepts, metrics, temperatures
-from decisionctl.evaluation.cases import Prediction, reanswered
-from decisionctl.evaluation.search import golden_section
+from decisionctl.core import intercepts, metrics, temperatures
+from decisionctl.core.bands import question_key
+from decisionctl.core.bounds import upper_bound
+from decisionctl.core.labeled import Prediction
+from decisionctl.core.picks import reanswered
+from decisionctl.core.search import golden_section
 
 Z = 1.96
 

@@ -39,8 +39,8 @@ SETTINGS = {  # name=value -> the adapter's environment
 
 def measure(setting: str, env_name: str, lib: Path | None = None, model_dir: Path | None = None) -> dict[str, Any]:
     from decision_spec.evaluation_record import EvaluationConfig
-    from decisionctl.evaluation import scoring
-    from decisionctl.evaluation.cases import case_digest, parse_cases
+    from decisionctl.core import scoring
+    from decisionctl.core.cases import case_digest, parse_cases
     from decisionctl.review import decision_diff
     from decisionctl.review import record as records
     from decisionctl.review.deployed import compare, recorded_margin

@@ -36,7 +36,8 @@ import httpx
 from decision_adapter.identity import cpu_model
 from decision_adapter.launcher import MODEL_DIR, AdapterProcess, start_adapter
 from decisionctl.commands.cli import main as decisionctl
-from decisionctl.evaluation.cases import Case, load_cases
+from decisionctl.core.cases import load_cases
+from decisionctl.core.labeled import Case
 
 ROOT = Path(__file__).resolve().parents[1]
 BALANCED = ROOT / "tools" / "decisionctl" / "data" / "position_balanced.jsonl"

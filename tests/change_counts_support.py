@@ -71,11 +71,11 @@ def edit(path: Path, after: str, text: str) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
-def replace(path: Path, old: str, new: str, *, before: bool = False) -> None:
-    """Replace the first `old` in `path` with `new` (`before`: put `new` right before it instead)."""
+def replace(path: Path, old: str, new: str, *, before: bool = False, after: bool = False) -> None:
+    """Replace the first `old` in `path` with `new` (`before`, `after`: put `new` right before or after it instead)."""
     text = path.read_text(encoding="utf-8")
     assert old in text, (path, old)
-    path.write_text(text.replace(old, new + old if before else new, 1), encoding="utf-8")
+    path.write_text(text.replace(old, new + old if before else old + new if after else new, 1), encoding="utf-8")
 
 
 # A new CLI command, `case-mix` (a labeled suite's cases per question type and expected answer), in three code
@@ -87,7 +87,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from decisionctl.evaluation.cases import load_cases
+from decisionctl.core.cases import load_cases
 
 
 def case_mix(path: Path) -> list[list[object]]:
@@ -332,30 +332,30 @@ def new_question_type_steps() -> list[Step]:
 
     def openai_translation(tree: Path) -> None:
         path = tree / "containers/decision_adapter/openai_decisions.py"
-        replace(path, "    ScoreAnswer,\n", "    LikertAnswer,\n    LikertQuestion,\n", before=True)
+        replace(path, "from decision_spec.schemas import AnyQuestion, ", "LikertQuestion, ", after=True)
         asked = (
             "        elif isinstance(q, oa.OpenAILikertQuestion):\n"
             "            labels[qid] = list(LIKERT_LEVELS)\n"
-            '            questions[qid] = LikertQuestion(type="likert", **common)\n'
+            '            questions[qid] = LikertQuestion.model_construct(type="likert", **common)\n'
         )
-        replace(path, "    request = DecisionRequest(model=body.model", asked, before=True)
+        replace(path, "    return Parsed(asked(body.model", asked, before=True)
         answered = (
-            "    if isinstance(answer, LikertAnswer):\n"
+            '    if qtype == "likert":\n'
             "        return oa.OpenAILikertAnswer(\n"
             "            name=name,\n"
-            "            score=answer.score,\n"
-            "            confidence=answer.confidence,\n"
+            "            score=contract.score_expectation(probs),\n"
+            "            confidence=contract.score_confidence(probs),\n"
             "            probabilities=[\n"
-            "                oa.ScoreProbability(label=LIKERT_LEVELS[int(k)], value=int(k), probability=p)\n"
-            "                for k, p in answer.probabilities.items()\n"
+            "                oa.ScoreProbability(label=LIKERT_LEVELS[i], value=i, probability=p)\n"
+            "                for i, p in enumerate(probs)\n"
             "            ],\n"
             "            **extensions,\n"
             "        )\n"
         )
-        replace(path, "    assert isinstance(answer, ScoreAnswer)\n", answered, before=True)
+        replace(path, "    labels = parsed.labels[qid]\n", answered, before=True)
         replace(
             path,
-            "from decision_spec.schemas import (",
+            "from decision_spec.question_types import",
             "from decision_spec.contract import LIKERT_LEVELS\n",
             before=True,
         )
@@ -391,7 +391,7 @@ def new_question_type_steps() -> list[Step]:
         ("its request and answer models in the schemas", schemas),
         ("its kind, listed in KINDS", kind),
         ("OpenAI's question and answer models", openai_models),
-        ("their translation to and from System One's", openai_translation),
+        ("OpenAI's request parsed and its answer rendered", openai_translation),
         ("decisionctl's readback", readback),
         ("the two test files that pin the type list", tests_),
     ]

@@ -89,8 +89,8 @@ def cycle() -> list[str] | None:
 
 
 def package_of(module: str) -> str:
-    """The unit a package loop is counted between: a module's subpackage (decisionctl.evaluation.scoring ->
-    decisionctl.evaluation, and a subpackage's __init__ is in it), or, for a module at the top of its package
+    """The unit a package loop is counted between: a module's subpackage (decisionctl.core.scoring ->
+    decisionctl.core, and a subpackage's __init__ is in it), or, for a module at the top of its package
     (decisionctl.plots, decision_adapter.engine), the module itself."""
     if MODULES[module].name == "__init__.py":
         return module

@@ -7,9 +7,8 @@ import random
 from typing import Any
 
 from decision_spec.manifest import Manifest
-from decisionctl.certification import bands
-from decisionctl.evaluation import metrics
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.core import bands, metrics
+from decisionctl.core.labeled import Prediction
 
 MODEL = "b" * 64
 

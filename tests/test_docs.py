@@ -163,7 +163,7 @@ def parser_commands() -> dict[str, argparse.ArgumentParser]:
 
 @cache
 def project() -> Project:
-    from decisionctl.load.prices import load_prices
+    from decisionctl.core.prices import load_prices
 
     from stacks.config import EnvironmentConfig
     from stacks.github_config import GitHubDeploy
@@ -408,7 +408,7 @@ def test_cli_md_names_the_keys_an_evaluation_record_holds() -> None:
     from datetime import UTC, datetime
 
     from decision_spec.manifest import Manifest
-    from decisionctl.evaluation.cases import Prediction
+    from decisionctl.core.labeled import Prediction
     from decisionctl.review import record as records
 
     from tests.decisionctl_support import x_run

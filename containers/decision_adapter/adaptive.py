@@ -35,8 +35,9 @@ out-of-scope option it has 3 and may stop after 2, which is where this matters.
 from __future__ import annotations
 
 import numpy as np
+from decision_spec.contract import shift_log_odds
 
-from .core.signals import Vector, shift_log_odds
+from .core.signals import Vector
 
 
 def reported(mean: Vector, temperature: float, *, out_of_scope: bool, intercept: float = 0.0) -> Vector:

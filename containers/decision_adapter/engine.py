@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
-from decision_spec.contract import InputFlag, options_hash
+from decision_spec.contract import InputFlag, options_hash, shift_log_odds
 from decision_spec.question_types import options_of
 from decision_spec.schemas import AnyQuestion, Option, Text
 
@@ -35,7 +35,7 @@ from .asked import Asked
 from .calibration import ActiveCalibration
 from .core.cloze import Path, branch_points, cloze_logprobs
 from .core.errors import InvalidRequest, RuntimeFailure, TokenBudgetExceeded, request_budget_exceeded
-from .core.signals import label_mass, log_softmax, order_name, shift_log_odds, softmax, split_out_of_scope
+from .core.signals import label_mass, log_softmax, order_name, softmax, split_out_of_scope
 from .deadline import Deadline
 from .input_flags import flags_of, normalized_strings, state_flags
 from .instruction_flags import flags_raised

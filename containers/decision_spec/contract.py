@@ -106,6 +106,21 @@ def margin(probs: Sequence[float]) -> float:
     return top[0] - (top[1] if len(top) > 1 else 0.0)
 
 
+def shift_log_odds(first: float, second: float, intercept: float) -> tuple[float, float]:
+    """Two probabilities summing to 1 with `intercept` added to the log-odds of the first over the second (a yes/no
+    answer's intercept: yes' = sigmoid(log(yes / no) + b)); a probability of 0 or 1 stays so. The one definition the
+    engine applies and decisionctl fits by, in floats: sigmoid(z) as exp(-logaddexp(0, -z)), numerically stable."""
+    if first <= 0.0 or second <= 0.0:
+        return (0.0, 1.0) if first <= 0.0 else (1.0, 0.0)
+    z = math.log(first) - math.log(second) + intercept
+    return math.exp(-_softplus(-z)), math.exp(-_softplus(z))
+
+
+def _softplus(x: float) -> float:
+    """log(1 + exp(x)) without overflow."""
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
 def clamp01(x: float) -> float:
     return min(1.0, max(0.0, x))
 

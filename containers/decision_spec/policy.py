@@ -60,7 +60,7 @@ class Certificate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    method: str = Field(description="The test and procedure (decisionctl.certification.bounds.METHOD).")
+    method: str = Field(description="The test and procedure (decisionctl.core.bounds.METHOD).")
     max_error: float = Field(gt=0.0, lt=1.0, description="E: the error allowed among automated answers.")
     confidence: float = Field(gt=0.0, lt=1.0, description="C: the probability the bound holds out of sample.")
     labels_sha256: str = Field(pattern=_HEX64, description="The label set: hash of the cases' ids and answers.")

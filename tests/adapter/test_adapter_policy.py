@@ -27,10 +27,10 @@ from decision_spec import events
 from decision_spec.events import ACTION_COUNT_FIELDS
 from decision_spec.manifest import Calibration, read_manifest, write_manifest
 from decision_spec.policy import Band, Provenance, seal, verdict
-from decisionctl.certification import bands
 from decisionctl.commands import cli
 from decisionctl.commands.options import shipped
-from decisionctl.evaluation.cases import load_cases
+from decisionctl.core import bands
+from decisionctl.core.cases import load_cases
 from jevcompat import runner
 
 from stacks.observability import ACTION_COUNTS

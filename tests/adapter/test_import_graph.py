@@ -204,9 +204,31 @@ def test_the_adapters_ground_floor_imports_no_web_framework() -> None:
     assert {m: sorted(_top_imports(MODULES[m]) & web) for m in core if _top_imports(MODULES[m]) & web} == {}
 
 
-def test_decisionctl_reaches_the_adapter_only_for_the_intercept_arithmetic() -> None:
-    """decisionctl reads models, kinds, manifests and policies from decision_spec; of the adapter it imports one
-    module, core/signals.py (shift_log_odds in numpy, the intercept as the engine applies it). Before issue 47 it
-    imported ten adapter modules (48 import statements)."""
-    reached = {d for m, deps in GRAPH.items() if m.startswith("decisionctl.") for d in deps}
-    assert {d for d in reached if d.startswith("decision_adapter")} == {"decision_adapter.core.signals"}
+THREE = ("decision_adapter", "decisionctl", "stacks")
+
+
+def crossings() -> set[tuple[str, str]]:
+    """(importer, imported) among the adapter, decisionctl and the stacks: an import of one by another."""
+    return {
+        (here, there)
+        for m, deps in GRAPH.items()
+        for d in deps
+        if (here := m.split(".")[0]) in THREE and (there := d.split(".")[0]) in THREE and here != there
+    }
+
+
+def test_the_adapter_the_stacks_and_decisionctl_import_one_another_only_through_the_shared_package() -> None:
+    """Each of the three imports decision_spec and nothing of the other two. Before issue 47 decisionctl imported ten
+    adapter modules (95 import statements, the manifest, policy, schemas and question types among them) and the stacks
+    four decisionctl modules (19); the last, the yes/no intercept's arithmetic (core/signals.shift_log_odds, which
+    decisionctl fitted by), is the contract's now, in floats, and the engine applies the same function."""
+    assert crossings() == set()
+
+
+def test_a_crossing_is_seen() -> None:
+    """The check above can fail: decisionctl importing the adapter's signals again is found."""
+    GRAPH["decisionctl.exit_codes"].add("decision_adapter.core.signals")
+    try:
+        assert crossings() == {("decisionctl", "decision_adapter")}
+    finally:
+        GRAPH["decisionctl.exit_codes"].discard("decision_adapter.core.signals")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from decision_spec.manifest import Calibration, Manifest, calibration_sha256, read_manifest, write_manifest
 from decision_spec.policy import Band, Certificate, Policy, PolicyError, Provenance, QuestionBand, seal, verdict
-from decisionctl.evaluation.cases import parse_case, prediction_from_response
+from decisionctl.core.cases import parse_case, prediction_from_response
 from pydantic import ValidationError
 
 from tests.decisionctl_support import reply

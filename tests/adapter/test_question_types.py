@@ -19,7 +19,7 @@ from decision_spec import contract, schemas
 from decision_spec.manifest import Calibration
 from decision_spec.policy import OptionMix, QuestionBand
 from decision_spec.question_types import KINDS, kind_of, types_phrase
-from decisionctl.evaluation import cases
+from decisionctl.core import cases
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "containers" / "decision_adapter"
@@ -50,14 +50,14 @@ def test_every_type_is_asked_and_answered_on_openais_route_too() -> None:
 
 
 def test_every_openai_question_is_translated_and_every_answer_rendered() -> None:
-    """openai_decisions.py names each of OpenAI's question models where it translates a question to System One's and
-    builds each of OpenAI's answer models where it renders one back: a type with its models but no translation is
+    """openai_decisions.py names each of OpenAI's question models where it parses a question into the engine's and
+    builds each of OpenAI's answer models where it renders one: a type with its models but no translation is
     seen here, not as a 500 on /v1/decisions (tests/test_change_counts.py's new type shows both)."""
     import inspect
 
     from decision_adapter import openai_decisions
 
-    asked = inspect.getsource(openai_decisions.to_decision_request)
+    asked = inspect.getsource(openai_decisions.parse)
     rendered = inspect.getsource(openai_decisions.answer_of)
     questions = {model.__name__ for model in union_members(oa.OpenAIQuestion)}
     answers = {model.__name__ for model in union_members(oa.OpenAIAnswer)}

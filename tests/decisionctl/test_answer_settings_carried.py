@@ -24,10 +24,10 @@ from decision_spec.answer_settings import REPORTED_AS, AnswerSettings, shown, va
 from decision_spec.manifest import Manifest, read_manifest, write_manifest
 from decision_spec.policy import Provenance, seal
 from decision_spec.schemas import RunIdentity
-from decisionctl.certification.policies import check_run_served
 from decisionctl.commands import cli
-from decisionctl.evaluation.cases import Prediction
-from decisionctl.review import decision_diff, deployed, summary
+from decisionctl.core.labeled import Prediction
+from decisionctl.core.served_calibration import check_run_served
+from decisionctl.review import decision_diff, deployed, recording, summary
 from decisionctl.review import record as records
 
 from stacks.adapter_settings import ArtifactAnswerSettings, answer_environment
@@ -170,7 +170,7 @@ def test_a_policy_carries_what_it_was_measured_under_and_packaging_refuses_anoth
     # a run under another value is not the artifact's: not recorded; a policy measured again under it may replace it
     other_run = {**x_run(model_sha256=manifest.sha256), **measured, REPORTED_AS[name]: other, "policy": policy.version}
     with pytest.raises(records.EvaluationRecordError, match=rf"{name} {other} \(the artifact's: {value}\)"):
-        records.check_served(other_run, read_manifest(path))
+        recording.check_served(other_run, read_manifest(path))
     check_run_served(other_run, read_manifest(path))
 
 
@@ -195,7 +195,7 @@ def test_the_evaluation_record_holds_it(name: str, tmp_path: Path) -> None:
     value, _ = CARRIED[name]
     manifest = read_manifest(packaged(tmp_path, f"{name}={shown(value)}") / "manifest.json")
     identity = x_run(model_sha256=manifest.sha256)  # reports no debias mode or boundary: a GGUF scheme of its own
-    records.check_served(identity, manifest)
+    recording.check_served(identity, manifest)
     assert recorded(manifest, identity)["answer_settings"] == {name: value}
 
 
@@ -208,11 +208,11 @@ def test_a_run_that_served_a_setting_the_manifest_does_not_record_records_it(nam
     manifest = read_manifest(packaged(tmp_path) / "manifest.json")  # records nothing
     identity = {**x_run(model_sha256=manifest.sha256), "order_debias_mode": "adaptive"}
     identity[REPORTED_AS.get(name, name)] = value
-    records.check_served(identity, manifest)
+    recording.check_served(identity, manifest)
     assert recorded(manifest, identity)["answer_settings"][name] == value
     pinned = read_manifest(packaged(tmp_path, f"{name}={shown(other)}") / "manifest.json")
     with pytest.raises(records.EvaluationRecordError):
-        records.check_served({**identity, "model_sha256": pinned.sha256}, pinned)
+        recording.check_served({**identity, "model_sha256": pinned.sha256}, pinned)
 
 
 @REPORTED_ROWS
@@ -222,7 +222,7 @@ def test_a_run_that_served_another_value_is_not_recorded(name: str, tmp_path: Pa
     manifest = read_manifest(packaged(tmp_path, f"{name}={shown(value)}") / "manifest.json")
     identity = {**x_run(model_sha256=manifest.sha256), "order_debias_mode": "adaptive", REPORTED_AS[name]: other}
     with pytest.raises(records.EvaluationRecordError) as refused:
-        records.check_served(identity, manifest)
+        recording.check_served(identity, manifest)
     assert f"under {name} {other}" in str(refused.value) and f"records {name} {value}" in str(refused.value)
 
 

@@ -18,9 +18,8 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 import pytest
-from decisionctl.certification import bounds
-from decisionctl.evaluation import metrics
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.core import bounds, metrics
+from decisionctl.core.labeled import Prediction
 
 SETS, CASES, FRESH, SEED = 2_000, 500, 1_000_000, 20
 CONFIDENCE = 0.95

@@ -27,7 +27,7 @@ from botocore.stub import Stubber
 from decision_adapter.launcher import local_threads
 from decision_spec.evaluation_record import EvaluationTolerance
 from decisionctl.commands import check_deployed, cli
-from decisionctl.evaluation.cases import load_cases
+from decisionctl.core.cases import load_cases
 from decisionctl.review import deployed
 from decisionctl.transport import RealTimeEndpointSender, Sender
 

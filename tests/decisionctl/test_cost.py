@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from decision_spec.memory import ModelFootprint
 from decisionctl.commands import cli
+from decisionctl.core.prices import load_prices
 from decisionctl.load import costs
-from decisionctl.load.prices import load_prices
 
 from stacks.hosting import ServerlessHosting, serverless_memory_of
 from tests.cdk_support import ROOT, cdk_context

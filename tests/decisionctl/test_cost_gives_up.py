@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
+from decisionctl.core.prices import load_prices
 from decisionctl.load import costs
 from decisionctl.load.cost_job import CostOptions, price_profile
-from decisionctl.load.prices import load_prices
 
 from stacks.hosting import ComponentsHosting, refusals
 from tests.cdk_support import ROOT

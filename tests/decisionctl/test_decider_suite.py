@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from decisionctl.evaluation.cases import load_cases
+from decisionctl.core.cases import load_cases
 
 from evaluation.decider_suite import build
 from evaluation.decider_suite.compose import PARTS, part_of

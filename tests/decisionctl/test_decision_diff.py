@@ -23,8 +23,8 @@ import pytest
 from decision_spec import contract
 from decision_spec.manifest import Calibration, Manifest, SlotPrior, calibration_sha256, write_manifest
 from decision_spec.policy import Band, Certificate, Provenance, seal
-from decisionctl.certification.bounds import upper_bound
 from decisionctl.commands import cli
+from decisionctl.core.bounds import upper_bound
 
 from tests.app_support import start_app
 from tests.conftest import MODEL_SHA256, copy_model, require_model

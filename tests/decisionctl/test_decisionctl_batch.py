@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,20 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 from decisionctl.bulk import aws_calls, jobs
 from decisionctl.bulk.records import InputRecordError, PartAnswers, chunks, join, read_records, scan
-from decisionctl.bulk.run_state import ANSWERS, EVALUATE_DIR, BatchRunError, RunState, new_run_name
+from decisionctl.bulk.run_outputs import finish
+from decisionctl.bulk.run_state import (
+    ANSWERS,
+    EVALUATE_DIR,
+    BatchRunError,
+    RunAnswers,
+    RunState,
+    new_run_name,
+    open_state,
+)
 from decisionctl.commands import cli
+from decisionctl.core.cases import parse_case
+from decisionctl.core.prices import PriceTable
 from decisionctl.evaluation import comparison
-from decisionctl.load.prices import PriceTable
 from decisionctl.transport import RetryPolicy
 
 from stacks import async_inference, batch_transform
@@ -154,6 +165,11 @@ def no_state_text(out: Path) -> None:
             assert SECRET_STATE not in path.read_text(encoding="utf-8", errors="replace"), path
 
 
+def finished(mode: Callable[..., RunAnswers], cases: Path, out: Path, **kw: Any) -> dict[str, Any]:
+    """A mode run and its answers joined and written, as `batch run` does (jobs.run_*, then run_outputs.finish)."""
+    return finish(cases, out, mode(cases, out, **kw), thresholds=kw["options"].thresholds)
+
+
 def options(**kw: Any) -> jobs.Options:
     quiet = {"progress": lambda *a, **k: _Bar(), "sleep": lambda s: None, "prices": PRICES, "poll_s": 0.0}
     return jobs.Options(**{**quiet, **kw})
@@ -169,10 +185,10 @@ class _Bar:
 
 
 def test_ids_are_kept_or_assigned_from_the_line_number(tmp_path: Path) -> None:
-    records = list(read_records(bodies_file(tmp_path / "b.jsonl", 4)))
+    records = list(read_records(bodies_file(tmp_path / "b.jsonl", 4), parse_case))
     assert [r.id for r in records] == ["t-0", 4, "t-2", 6]  # lines 1-2 are a comment and a blank line
     assert all(r.case is None and next(iter(r.body)) == "id" for r in records)
-    labeled = list(read_records(labeled_file(tmp_path / "l.jsonl", 3)))
+    labeled = list(read_records(labeled_file(tmp_path / "l.jsonl", 3), parse_case))
     assert [r.id for r in labeled] == ["c0", "c1", "c2"] and labeled[1].case is not None
     assert labeled[1].body["questions"]["q"]["type"] == "choice" and "expected" not in labeled[1].body
 
@@ -191,11 +207,11 @@ def test_a_bad_file_is_refused_before_anything_is_sent(tmp_path: Path, lines: li
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=message):
-        scan(path)
+        scan(path, parse_case)
 
 
 def test_answers_join_by_position_and_check_the_echoed_id(tmp_path: Path) -> None:
-    records = list(read_records(bodies_file(tmp_path / "b.jsonl", 3)))
+    records = list(read_records(bodies_file(tmp_path / "b.jsonl", 3), parse_case))
     good = answer_for(records[0].body)
     swapped = {**answer_for(records[1].body), "id": "someone-else", "state": SECRET_STATE}
     parts = [PartAnswers(2, [json.dumps(good).encode(), json.dumps(swapped).encode()]), PartAnswers(1, None, "gone")]
@@ -208,7 +224,7 @@ def test_answers_join_by_position_and_check_the_echoed_id(tmp_path: Path) -> Non
 
 
 def test_parts_respect_record_and_byte_limits(tmp_path: Path) -> None:
-    records = list(read_records(bodies_file(tmp_path / "b.jsonl", 10)))
+    records = list(read_records(bodies_file(tmp_path / "b.jsonl", 10), parse_case))
     size = len(records[0].line())
     parts = list(chunks(records, max_records=4, max_bytes=10 * size))
     assert [len(p) for p in parts] == [4, 4, 2]
@@ -224,7 +240,8 @@ def peak_memory_of_a_run(tmp_path: Path, records: int) -> int:
     client = jobs.JsonLinesSender.to_url("http://adapter", transport=httpx.MockTransport(adapter))
     tracemalloc.start()
     try:
-        summary = jobs.run_url(
+        summary = finished(
+            jobs.run_url,
             cases,
             tmp_path / f"out-{records}",
             url="http://adapter",
@@ -263,7 +280,8 @@ def stand_in(calls: list[bytes], *, overloaded_first: bool = False, bad_ids: fro
 
 def test_url_mode_answers_every_record_and_writes_an_evaluate_run(tmp_path: Path) -> None:
     cases, out, calls = labeled_file(tmp_path / "cases.jsonl", 9), tmp_path / "out", []
-    summary = jobs.run_url(
+    summary = finished(
+        jobs.run_url,
         cases,
         out,
         url="http://adapter",
@@ -296,28 +314,51 @@ def test_an_interrupted_url_run_sends_only_the_rest(tmp_path: Path) -> None:
 
     client.send = fail_third
     with pytest.raises(KeyboardInterrupt):
-        jobs.run_url(cases, out, url="http://adapter", client=client, options=options(parts=jobs.PartSize(3, 1 << 20)))
+        finished(
+            jobs.run_url,
+            cases,
+            out,
+            url="http://adapter",
+            client=client,
+            options=options(parts=jobs.PartSize(3, 1 << 20)),
+        )
     assert RunState.load(out) is not None and RunState.load(out).records_done == 6  # type: ignore[union-attr]
     again: list[bytes] = []
-    summary = jobs.run_url(
-        cases, out, url="http://adapter", client=stand_in(again), options=options(parts=jobs.PartSize(3, 1 << 20))
+    summary = finished(
+        jobs.run_url,
+        cases,
+        out,
+        url="http://adapter",
+        client=stand_in(again),
+        options=options(parts=jobs.PartSize(3, 1 << 20)),
     )
     assert sum(len(b.splitlines()) for b in again) == 4
     assert summary["answered"] == 10
     ids = [json.loads(line)["id"] for line in (out / ANSWERS).read_text().splitlines()]
-    assert ids == [r.id for r in read_records(cases)]
+    assert ids == [r.id for r in read_records(cases, parse_case)]
 
 
 def test_another_file_in_the_same_directory_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    jobs.run_url(
-        bodies_file(tmp_path / "a.jsonl", 2), out, url="http://adapter", client=stand_in([]), options=options()
+    finished(
+        jobs.run_url,
+        bodies_file(tmp_path / "a.jsonl", 2),
+        out,
+        url="http://adapter",
+        client=stand_in([]),
+        options=options(),
     )
     with pytest.raises(BatchRunError, match="another file or target"):
-        jobs.run_url(
-            bodies_file(tmp_path / "b.jsonl", 3), out, url="http://adapter", client=stand_in([]), options=options()
+        finished(
+            jobs.run_url,
+            bodies_file(tmp_path / "b.jsonl", 3),
+            out,
+            url="http://adapter",
+            client=stand_in([]),
+            options=options(),
         )
-    summary = jobs.run_url(
+    summary = finished(
+        jobs.run_url,
         bodies_file(tmp_path / "b.jsonl", 3),
         out,
         url="http://adapter",
@@ -420,7 +461,7 @@ def execution(status: str, run: str) -> dict[str, Any]:
 
 def test_transform_uploads_starts_the_state_machine_waits_and_joins(tmp_path: Path) -> None:
     cases, out, aws = labeled_file(tmp_path / "cases.jsonl", 7), tmp_path / "out", Aws()
-    state = jobs.open_state(out, mode="transform", target="dev", summary=scan(cases), restart=False)
+    state = open_state(out, mode="transform", target="dev", summary=scan(cases, parse_case), restart=False)
     run = state.run
     aws.stubs["cloudformation"].add_response(
         "describe_stacks", outputs_response(), {"StackName": "DecisionEndpoints-dev-Serving"}
@@ -435,7 +476,8 @@ def test_transform_uploads_starts_the_state_machine_waits_and_joins(tmp_path: Pa
     arn = {"executionArn": aws_calls.execution_arn(MACHINE, run)}
     aws.stubs["stepfunctions"].add_response("describe_execution", execution("RUNNING", run), arn)
     with pytest.raises(jobs.WaitTimedOut):
-        jobs.run_transform(
+        finished(
+            jobs.run_transform,
             cases,
             out,
             environment="dev",
@@ -454,7 +496,7 @@ def test_transform_uploads_starts_the_state_machine_waits_and_joins(tmp_path: Pa
         key = f"batch/output/{run}/{run}/part-{index:05d}.jsonl.out"
         payload = answer_lines(aws.uploads[f"batch/input/{run}/part-{index:05d}.jsonl"])
         aws.stubs["s3"].add_response("get_object", body(payload), {"Bucket": BUCKET, "Key": key})
-    summary = jobs.run_transform(cases, out, environment="dev", clients=aws.clients, options=options())
+    summary = finished(jobs.run_transform, cases, out, environment="dev", clients=aws.clients, options=options())
     aws.done()
     assert (summary["records"], summary["answered"], summary["seconds"]) == (7, 7, 1800.0)
     assert summary["cost"]["estimate"] == pytest.approx(0.36 * 2 * 0.5)  # two instances for half an hour
@@ -479,7 +521,7 @@ def test_an_execution_started_before_a_crash_is_not_started_twice(tmp_path: Path
 
 def test_a_failed_execution_leaves_its_records_failed_with_the_reason(tmp_path: Path) -> None:
     cases, out, aws = bodies_file(tmp_path / "b.jsonl", 3), tmp_path / "out", Aws()
-    run = jobs.open_state(out, mode="transform", target="dev", summary=scan(cases), restart=False).run
+    run = open_state(out, mode="transform", target="dev", summary=scan(cases, parse_case), restart=False).run
     aws.stubs["cloudformation"].add_response(
         "describe_stacks", outputs_response(), {"StackName": "DecisionEndpoints-dev-Serving"}
     )
@@ -492,7 +534,7 @@ def test_a_failed_execution_leaves_its_records_failed_with_the_reason(tmp_path: 
     failed = {**execution("RUNNING", run), "status": "FAILED", "error": "SageMaker.ClientError", "cause": "capacity"}
     aws.stubs["stepfunctions"].add_response("describe_execution", failed, {"executionArn": "arn:x"})
     aws.stubs["s3"].add_client_error("get_object", service_error_code="NoSuchKey", http_status_code=404)
-    summary = jobs.run_transform(cases, out, environment="dev", clients=aws.clients, options=options())
+    summary = finished(jobs.run_transform, cases, out, environment="dev", clients=aws.clients, options=options())
     assert (summary["answered"], summary["failures"]) == (0, {"missing_answer": 3})
     assert "capacity" in summary["failed_examples"][0]["message"] and summary["execution"]["status"] == "FAILED"
 
@@ -524,7 +566,7 @@ def test_large_parts_go_up_in_multipart_uploads(tmp_path: Path) -> None:
 
 def test_async_queues_each_part_once_polls_and_joins(tmp_path: Path) -> None:
     cases, out, aws = bodies_file(tmp_path / "b.jsonl", 5), tmp_path / "out", Aws()
-    run = jobs.open_state(out, mode="async", target="decision-dev-async", summary=scan(cases), restart=False).run
+    run = open_state(out, mode="async", target="decision-dev-async", summary=scan(cases, parse_case), restart=False).run
     sm, runtime, s3 = aws.stubs["sagemaker"], aws.stubs["runtime"], aws.stubs["s3"]
 
     def describe() -> None:
@@ -580,7 +622,8 @@ def test_async_queues_each_part_once_polls_and_joins(tmp_path: Path) -> None:
             expected_params={"Bucket": BUCKET, "Key": f"async/{key}"},
         )
     with pytest.raises(jobs.WaitTimedOut):
-        jobs.run_async(
+        finished(
+            jobs.run_async,
             cases,
             out,
             endpoint="decision-dev-async",
@@ -619,7 +662,9 @@ def test_async_queues_each_part_once_polls_and_joins(tmp_path: Path) -> None:
         },
         {"EndpointName": "decision-dev-async"},
     )
-    summary = jobs.run_async(cases, out, endpoint="decision-dev-async", clients=aws.clients, options=options())
+    summary = finished(
+        jobs.run_async, cases, out, endpoint="decision-dev-async", clients=aws.clients, options=options()
+    )
     aws.done()
     assert (summary["answered"], summary["failed"]) == (3, 2)
     assert "server error (500)" in summary["failed_examples"][0]["message"]
@@ -654,7 +699,7 @@ def test_url_run_on_the_bundled_model_answers_as_single_requests_and_writes_an_e
     argv = ["batch", "run", str(cases), "--url", adapter_url, "--out", str(out), "--part-records", "4"]
     assert cli.main(argv) == 0
     lines = [json.loads(line) for line in (out / ANSWERS).read_text().splitlines()]
-    records = list(read_records(cases))
+    records = list(read_records(cases, parse_case))
     assert [line["id"] for line in lines] == [r.id for r in records] and all("answers" in line for line in lines)
     for record, line in zip(records[:3], lines[:3], strict=True):  # one of each question type
         assert record.case is not None

@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import pytest
 from decisionctl.commands import cli
+from decisionctl.core.prices import load_prices
 from decisionctl.load import workloads
 from decisionctl.load.closed_loop import run_level
-from decisionctl.load.prices import load_prices
 from decisionctl.load.runs import SCALING_KEY, recommend, run_target
 from decisionctl.transport import HttpSender, Reply, RetryPolicy
 

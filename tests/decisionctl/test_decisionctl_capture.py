@@ -19,7 +19,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from decision_spec.schemas import DecisionRequest, DecisionResponse
 from decisionctl.commands import cli
-from decisionctl.evaluation.cases import parse_case
+from decisionctl.core.cases import parse_case
 from decisionctl.traffic import band_check, capture, joins, shadow
 from pydantic import ValidationError
 

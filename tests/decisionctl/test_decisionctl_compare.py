@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from decision_spec.policy import Band, Certificate, Provenance, QuestionBand, seal
 from decisionctl.commands import cli
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.core.labeled import Prediction
 from decisionctl.evaluation.comparison import CompareError, compare, load_run, mcnemar_p
 
 NOUL, ABC, LEVELS = ["yes", "no"], ["a", "b", "c"], ["0", "1", "2"]

@@ -25,8 +25,8 @@ import httpx
 import pytest
 from decision_spec.manifest import Calibration, SlotPrior, read_manifest, write_manifest
 from decisionctl.commands import cli
-from decisionctl.evaluation import temperatures
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.core import temperatures
+from decisionctl.core.labeled import Prediction
 
 from tests.app_support import start_app
 from tests.conftest import MODEL_SHA256

@@ -22,7 +22,7 @@ import pytest
 from decision_spec.manifest import Calibration, read_manifest, write_manifest
 from decision_spec.policy import Band, Certificate, Provenance, seal
 from decisionctl.commands import cli
-from decisionctl.evaluation.cases import load_cases
+from decisionctl.core.cases import load_cases
 
 from tests import capture_support
 from tests.app_support import start_app

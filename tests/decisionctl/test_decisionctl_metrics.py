@@ -15,19 +15,18 @@ from pathlib import Path
 
 import pytest
 from decisionctl.commands import cli
-from decisionctl.evaluation import metrics, scoring, temperatures
-from decisionctl.evaluation.cases import (
-    IDENTITY,
-    PREDICTIONS,
+from decisionctl.core import metrics, scoring, temperatures
+from decisionctl.core.cases import (
     CaseError,
-    Prediction,
     case_digest,
     load_cases,
     parse_case,
     prediction_from_response,
-    read_response,
 )
-from decisionctl.evaluation.scoring import PredictionLog
+from decisionctl.core.labeled import IDENTITY, PREDICTIONS, Prediction
+from decisionctl.core.replies import read_response
+from decisionctl.core.results import RESULTS
+from decisionctl.core.scoring import PredictionLog
 from jevcompat import mock
 
 from tests.decisionctl_support import reply, x_run
@@ -255,7 +254,7 @@ def test_evaluate_reports_on_saved_predictions_without_an_endpoint(tmp_path: Pat
     cases_path, out = _saved_run(tmp_path, 8)
     assert cli.main(["evaluate", str(cases_path), "--out", str(out)]) == 0
     assert "0 cases sent, 8 already scored" in capsys.readouterr().err
-    results = json.loads((out / scoring.RESULTS).read_text(encoding="utf-8"))
+    results = json.loads((out / RESULTS).read_text(encoding="utf-8"))
     assert (results["scored"], results["sent_this_run"], results["metrics"]["overall"]["cases"]) == (8, 0, 8)
     with cases_path.open("a", encoding="utf-8") as f:  # a case no saved prediction answers: named, nothing sent
         f.write(json.dumps({"id": "new", "state": "s", "question": {"type": "noul"}, "expected": True}) + "\n")

@@ -15,12 +15,14 @@ from decision_spec.contract import DEFAULT_REVIEW_INPUT_FLAGS, INPUT_FLAGS
 from decision_spec.manifest import Calibration, Manifest, read_manifest, write_manifest
 from decision_spec.policy import Verdict, seal, verdict
 from decisionctl import tables
-from decisionctl.certification import bands
-from decisionctl.certification.policies import PolicyRefused, action_table, check_run_served, from_results
+from decisionctl.certification.policies import action_table, from_results
 from decisionctl.commands import cli
 from decisionctl.commands.options import input_flags_arg, shipped
-from decisionctl.evaluation.cases import IDENTITY, PREDICTIONS, Prediction, case_digest, load_cases
-from decisionctl.evaluation.scoring import PredictionLog
+from decisionctl.core import bands
+from decisionctl.core.cases import case_digest, load_cases
+from decisionctl.core.labeled import IDENTITY, PREDICTIONS, Prediction
+from decisionctl.core.scoring import PredictionLog
+from decisionctl.core.served_calibration import PolicyRefused, check_run_served
 from decisionctl.release.packaging import package_model
 
 from tests.decisionctl_support import reply, x_run

@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from decision_spec.evaluation_record import EvaluationTolerance
-from decisionctl.evaluation.cases import Prediction, parse_cases
-from decisionctl.evaluation.scoring import Run
+from decisionctl.core.cases import parse_cases
+from decisionctl.core.labeled import Prediction, Run
 from decisionctl.review.deployed import compare, recorded_margin
 
 from tests.cdk_support import ROOT

@@ -14,9 +14,9 @@ import pytest
 from decision_spec.manifest import Calibration, Manifest, read_manifest, write_manifest
 from decisionctl import tables
 from decisionctl.certification import manifests
-from decisionctl.certification.served_calibration import calibration_mismatch
-from decisionctl.evaluation import temperatures
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.core import temperatures
+from decisionctl.core.labeled import Prediction
+from decisionctl.core.served_calibration import calibration_mismatch
 
 SHA = "cd" * 32
 PLANTED = -1.2

@@ -1,8 +1,8 @@
-"""decisionctl's layout (issues 32 and 39), read from the source: packages by job that import each other in no circle
-and import no stack, commands that are a page of arguments around one use case, one module of terminal tables,
-and none of the adapter's serving modules pulled into the CLI. The module-level cycle check and the 400-line limit
-over the whole project are tests/adapter/test_import_graph.py's; this file reads the same graph
-(tests/import_graph_support.py)."""
+"""decisionctl's layout (issues 32, 39 and 47), read from the source: packages by job side by side over a shared core
+(no job imports another), none importing a stack, commands that are a page of arguments around one use case and
+at most CLI_FLOORS modules deep, one module of terminal tables, and none of the adapter's serving modules pulled
+into the CLI. The module-level cycle check and the 400-line limit over the whole project are
+tests/adapter/test_import_graph.py's; this file reads the same graph (tests/import_graph_support.py)."""
 
 from __future__ import annotations
 
@@ -12,21 +12,21 @@ from functools import cache
 from tests.import_graph_support import GRAPH, MODULES, floors
 
 JOBS = {"evaluation", "certification", "traffic", "bulk", "load", "release", "review", "operations"}
-# what several jobs and commands use (what synth reads too is the shared package's, decision_spec)
-SHARED = {
-    "commands",
-    "tables",
-    "plots",
-    "transport",
-    "readback",
-    "exit_codes",
-}
+# what several jobs and commands use (what synth reads too is the shared package's, decision_spec): the core package
+# (cases, predictions, metrics, fits, scoring, results, bands, prices, the served record) and the top-level modules
+CORE = {"core", "tables", "plots", "transport", "readback", "exit_codes"}
+SHARED = {"commands", *CORE}
+# what a job or the core may import beside the core: the shared package (the yes/no intercept fit shifts log-odds by
+# decision_spec.contract.shift_log_odds, as the engine does) and the client package (through transport.py)
+OUTSIDE = ("decision_spec", "decision_endpoints_client")
 RENDERERS = {"decisionctl.tables", "decisionctl.review.summary"}  # what a command prints with: text, not work
 COMMAND_LINES = 80
-# Modules on a command's longest import chain, down to decision_spec.contract: 13 (batch -> bulk.batch_job -> jobs ->
-# run_state -> certification.results -> evaluation.scoring -> temperatures -> metrics -> cases -> readback -> the
-# adapter's question_types -> schemas -> contract); 15 before issue 47, whose target, 8, is not reached.
-CLI_FLOORS = 13
+# Modules on a command's longest import chain, down to decision_spec.contract: 8, reached by eight commands, e.g.
+# evaluate -> certification.evaluate_cases -> core.scoring -> core.cases -> readback -> the shared question_types ->
+# schemas -> contract, and batch -> bulk.batch_job -> run_outputs -> core.results -> decision_spec.manifest ->
+# answer_settings -> decision_settings -> contract (15 before issue 47, 13 midway: jobs imported each other, and
+# metrics, the fits and scoring each other down through cases).
+CLI_FLOORS = 8
 SERVING = {
     "engine",
     "runtime",
@@ -81,7 +81,7 @@ def package(module: str) -> str:
 
 def test_decisionctl_packages_import_each_other_in_no_circle() -> None:
     """A package that needs another's constant and is needed by it is one package in two folders: the constant goes
-    in a leaf module (evaluation.identity, evaluation_record) and certification runs after scoring, never inside it."""
+    in a leaf module (core.identity, evaluation_record) and certification runs after scoring, never inside it."""
     edges = {
         (package(m), package(d))
         for m, deps in GRAPH.items()
@@ -101,6 +101,46 @@ def test_decisionctl_packages_import_each_other_in_no_circle() -> None:
 
     circles = sorted(p for p in above if p in below(p, set()))
     assert circles == [], circles
+
+
+def job_edges() -> set[tuple[str, str]]:
+    """(module, what it imports) where a job package's or the core's module imports another job package, a command,
+    or a project module outside decisionctl other than OUTSIDE's."""
+    found = set()
+    for module, deps in GRAPH.items():
+        parts = module.split(".")
+        if parts[0] != "decisionctl" or len(parts) < 2 or parts[1] not in JOBS | {"core"}:
+            continue
+        for dep in deps - {"decisionctl"}:
+            if dep.startswith("decisionctl."):
+                if dep.split(".")[1] not in CORE | {parts[1]}:
+                    found.add((module, dep))
+            elif not dep.startswith(OUTSIDE):
+                found.add((module, dep))
+    return found
+
+
+def test_job_packages_sit_side_by_side_over_the_core() -> None:
+    """A job imports its own modules, the core and the shared modules, never another job: what two jobs share is the
+    core's (bulk writes results.json with core.results, not certification's; rollback reads the served record with
+    core.served, not review's), and a command composes jobs. The core imports no job and no command."""
+    assert job_edges() == set()
+
+
+def test_a_job_importing_another_job_is_seen() -> None:
+    """The check above can fail: bulk's run state writing certification's figures, and the core reaching up into a
+    job, are both found."""
+    added = {("decisionctl.bulk.run_state", "decisionctl.certification.automation")}
+    added.add(("decisionctl.core.scoring", "decisionctl.review.record"))
+    fresh = {(m, d) for m, d in added if d not in GRAPH[m]}
+    try:
+        for m, d in fresh:
+            GRAPH[m].add(d)
+        assert job_edges() == added
+    finally:
+        for m, d in fresh:
+            GRAPH[m].discard(d)
+    assert job_edges() == set()
 
 
 def test_decisionctl_imports_no_stack() -> None:
@@ -170,8 +210,8 @@ def test_a_command_with_a_workflow_is_seen() -> None:
     """The check above can fail: a command that runs two steps of a workflow itself is found (evaluate did, with
     16 calls into 4 modules, before issue 39)."""
     source = (
-        "from decisionctl.evaluation import scoring\n"
-        "from decisionctl.certification.bands import question_keys\n"
+        "from decisionctl.core import scoring\n"
+        "from decisionctl.core.bands import question_keys\n"
         "from decisionctl import tables\n"
         "def run(args):\n"
         "    run = scoring.score_cases([], None, args.out)\n"
@@ -179,8 +219,8 @@ def test_a_command_with_a_workflow_is_seen() -> None:
         "    raise scoring.NotScored('x')\n"
     )
     assert use_cases_called(source) == {
-        "decisionctl.evaluation.scoring.score_cases",
-        "decisionctl.certification.bands.question_keys",
+        "decisionctl.core.scoring.score_cases",
+        "decisionctl.core.bands.question_keys",
     }
 
 

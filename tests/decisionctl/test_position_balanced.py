@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from decisionctl.evaluation.cases import load_cases
+from decisionctl.core.cases import load_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tools" / "decisionctl" / "data" / "position_balanced.jsonl"

@@ -20,7 +20,7 @@ import pytest
 from decision_spec.evaluation_record import EvaluationConfig
 from decision_spec.manifest import read_manifest
 from decisionctl.commands import cli, record_evaluation
-from decisionctl.evaluation.cases import QUESTION_ID
+from decisionctl.core.labeled import QUESTION_ID
 from decisionctl.transport import Reply
 
 from stacks.evaluation_config import read_binding

@@ -57,7 +57,7 @@ class Readback(ABC, Generic[A]):
         """The answer's probabilities by option name, in the answer's own order."""
 
     def picked_name(self, answer: A) -> str:
-        """The name of the option the answer picks (evaluate's rule, cases.predicted_index)."""
+        """The name of the option the answer picks (evaluate's rule, picks.predicted_index)."""
         names = self.option_names(answer)
         return names[kind_of(self.name).picked(answer, names)]
 

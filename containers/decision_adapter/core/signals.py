@@ -79,14 +79,6 @@ def softmax(x: Vector) -> Vector:
     return e / np.sum(e)  # type: ignore[no-any-return]
 
 
-def shift_log_odds(first: float, second: float, intercept: float) -> tuple[float, float]:
-    """Two probabilities summing to 1 with `intercept` added to the log-odds of the first over the second (a yes/no
-    answer's intercept: yes' = sigmoid(log(yes / no) + b)); a probability of 0 or 1 stays so."""
-    with np.errstate(divide="ignore"):
-        z = float(np.log(first) - np.log(second)) + intercept
-    return float(np.exp(-np.logaddexp(0.0, -z))), float(np.exp(-np.logaddexp(0.0, z)))
-
-
 def label_mass(first: Vector, codes: Sequence[tuple[int, ...]], second: Mapping[int, Vector] | None = None) -> float:
     """P(any offered label) over the whole vocabulary at the answer position. `first`: the logits there;
     `codes`: each label's tokens (one, or two for two-letter codes); `second[t]`: the logits after first

@@ -12,9 +12,10 @@ from typing import Any
 from decisionctl.bulk import jobs
 from decisionctl.bulk.aws_calls import BulkAwsError
 from decisionctl.bulk.records import InputRecordError
-from decisionctl.bulk.run_state import SUMMARY, BatchRunError, describe
+from decisionctl.bulk.run_outputs import finish
+from decisionctl.bulk.run_state import SUMMARY, BatchRunError, RunAnswers, describe
+from decisionctl.core.prices import BUILTIN, load_prices
 from decisionctl.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED
-from decisionctl.load.prices import BUILTIN, load_prices
 from decisionctl.transport import RealTimeEndpointSender, RetryPolicy
 
 DEFAULT_PARTS = {
@@ -73,7 +74,7 @@ class BatchResult:
     status: int
 
 
-def _summary(o: BatchOptions, options: jobs.Options, policy: RetryPolicy, capacity_wait: Any) -> dict[str, Any]:
+def _answered(o: BatchOptions, options: jobs.Options, policy: RetryPolicy, capacity_wait: Any) -> RunAnswers:
     cases, out = Path(o.cases), Path(o.out)
     if o.mode == "url":
         client = jobs.JsonLinesSender.to_url(o.url or "", api_key=o.api_key)
@@ -119,7 +120,8 @@ def run_batch(o: BatchOptions, *, policy: RetryPolicy, capacity_wait: Any, say: 
     )
     out = Path(o.out)
     try:
-        summary = _summary(o, options, policy, capacity_wait)
+        answered = _answered(o, options, policy, capacity_wait)
+        summary = finish(Path(o.cases), out, answered, thresholds=options.thresholds)
     except (InputRecordError, BatchRunError, BulkAwsError) as exc:
         say(str(exc))
         return BatchResult("", EXIT_FAILED)

@@ -2,9 +2,10 @@
 JSON Lines route, resumably, into OUT/answers.jsonl, OUT/summary.json and, for a labeled file, OUT/evaluate/.
 
 The file is read as a stream (bounded memory: one part at a time) and cut into parts of JSON Lines; each
-part is uploaded (boto3's managed transfer, multipart for large parts) or posted, answered, and joined back
-to its records by position. OUT/run.json (run_state.py) makes an interrupted run go on where it stopped:
-a part already uploaded is not uploaded again, and a job or invocation already started is not started again.
+part is uploaded (boto3's managed transfer, multipart for large parts) or posted and answered; a mode returns
+the answers it got back (run_state.RunAnswers), which run_outputs.finish joins back to their records by position.
+OUT/run.json (run_state.py) makes an interrupted run go on where it stopped: a part already uploaded is not
+uploaded again, and a job or invocation already started is not started again.
 The JSON Lines contract of the adapter's /invocations route is docs/bulk.md's.
 """
 
@@ -25,8 +26,9 @@ from tqdm import tqdm
 
 from decisionctl.bulk import aws_calls
 from decisionctl.bulk.records import InputRecord, PartAnswers, chunks, error_line, read_records, scan, serialized
-from decisionctl.bulk.run_state import PARTIAL, BatchRunError, RunState, estimate, finish, open_state
-from decisionctl.load.prices import BUILTIN, PriceTable, load_prices
+from decisionctl.bulk.run_state import PARTIAL, BatchRunError, RunAnswers, RunState, estimate, open_state
+from decisionctl.core.cases import parse_case
+from decisionctl.core.prices import BUILTIN, PriceTable, load_prices
 from decisionctl.transport import HttpSender, RealTimeEndpointSender, Reply, RetryPolicy
 
 BATCH_FAILED = "batch_failed"  # a whole mini-batch got no answer from the adapter (after retries)
@@ -94,7 +96,9 @@ def _upload_parts(
     """Upload every part not uploaded yet (recorded in run.json at once); yields each part as it is done."""
     bar = o.progress(total=cases.stat().st_size, desc="upload", unit="B", unit_scale=True, disable=None)
     try:
-        for index, part in enumerate(chunks(read_records(cases), max_records=size.records, max_bytes=size.bytes)):
+        for index, part in enumerate(
+            chunks(read_records(cases, parse_case), max_records=size.records, max_bytes=size.bytes)
+        ):
             name = aws_calls.PART_NAME.format(index=index)
             if index < len(state.parts):
                 yield index, part
@@ -129,9 +133,9 @@ def _wait(o: Options, state: RunState, desc: str, poll: Callable[[], tuple[bool,
         bar.close()
 
 
-def run_transform(cases: Path, out: Path, *, environment: str, clients: AwsClients, options: Options) -> dict[str, Any]:
+def run_transform(cases: Path, out: Path, *, environment: str, clients: AwsClients, options: Options) -> RunAnswers:
     o = options
-    state = open_state(out, mode="transform", target=environment, summary=scan(cases), restart=o.restart)
+    state = open_state(out, mode="transform", target=environment, summary=scan(cases, parse_case), restart=o.restart)
     outputs = aws_calls.batch_outputs(clients.cloudformation, environment)
     if not state.parts_complete:
         folder = aws_calls.transform_input(outputs, state.run)
@@ -177,14 +181,14 @@ def run_transform(cases: Path, out: Path, *, environment: str, clients: AwsClien
             "job": execution.job.get("TransformJobName"),
         }
     }
-    return finish(cases, out, state, answers(), seconds=seconds, cost=cost, details=details, thresholds=o.thresholds)
+    return RunAnswers(state, answers(), seconds, cost, details)
 
 
 def run_async(
     cases: Path, out: Path, *, endpoint: str, clients: AwsClients, options: Options, input_uri: str | None = None
-) -> dict[str, Any]:
+) -> RunAnswers:
     o = options
-    state = open_state(out, mode="async", target=endpoint, summary=scan(cases), restart=o.restart)
+    state = open_state(out, mode="async", target=endpoint, summary=scan(cases, parse_case), restart=o.restart)
     target = aws_calls.async_target(clients.sagemaker, endpoint, input_uri)
     folder = target.input.child(f"{state.run}/")
     if state.started_s is None:
@@ -230,7 +234,7 @@ def run_async(
         seconds,
         "the endpoint's instances now x the run's wall time (the endpoint may serve others too)",
     )
-    return finish(cases, out, state, answers(), seconds=seconds, cost=cost, details={}, thresholds=o.thresholds)
+    return RunAnswers(state, answers(), seconds, cost, {})
 
 
 def _invoke(clients: AwsClients, state: RunState, out: Path, endpoint: str, index: int, *, timeout_s: int) -> None:
@@ -300,12 +304,14 @@ def run_url(
     options: Options,
     client: JsonLinesSender | None = None,
     policy: RetryPolicy | None = None,
-) -> dict[str, Any]:
+) -> RunAnswers:
     """Mini-batches posted to a local adapter (`url`), or sent to a real-time endpoint by a JsonLinesSender over a
     RealTimeEndpointSender (`url` is then its label, sagemaker:<endpoint>[/<component>])."""
     o = options
     realtime = client is not None and client.realtime
-    state = open_state(out, mode="realtime" if realtime else "url", target=url, summary=scan(cases), restart=o.restart)
+    state = open_state(
+        out, mode="realtime" if realtime else "url", target=url, summary=scan(cases, parse_case), restart=o.restart
+    )
     size = o.parts or (REALTIME_BATCHES if realtime else URL_BATCHES)
     client = client or JsonLinesSender.to_url(url)
     policy = policy or RetryPolicy()
@@ -314,7 +320,7 @@ def run_url(
         f.truncate(state.partial_bytes)  # a batch written after the last save is written again
     bar = o.progress(total=state.records, initial=state.records_done, desc="batch", unit="record", disable=None)
     try:
-        remaining = itertools.islice(read_records(cases), state.records_done, None)
+        remaining = itertools.islice(read_records(cases, parse_case), state.records_done, None)
         with partial.open("ab") as f:
             for part in chunks(remaining, max_records=size.records, max_bytes=size.bytes):
                 began = time.perf_counter()
@@ -336,4 +342,4 @@ def run_url(
             yield PartAnswers(state.records, iter(f))
 
     seconds = state.busy_s or None
-    return finish(cases, out, state, answers(), seconds=seconds, cost=None, details={}, thresholds=o.thresholds)
+    return RunAnswers(state, answers(), seconds, None, {})

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from decision_spec.contract import RecordId
 
-from decisionctl.evaluation.cases import Case, parse_case
+from decisionctl.core.labeled import Case
 
 _SCALARS = (str, int, float, bool)
 # Error types the client gives records it got no usable answer line for (the adapter's own types pass through).
@@ -50,8 +50,9 @@ class InputSummary:
     sha256: str
 
 
-def read_records(path: Path) -> Iterator[InputRecord]:
-    """Every record of the file, in order (blank lines and # comments skipped), one line read at a time."""
+def read_records(path: Path, read_case: Callable[[int, Any], Case]) -> Iterator[InputRecord]:
+    """Every record of the file, in order (blank lines and # comments skipped), one line read at a time; a labeled
+    line is read into its case by `read_case` (core.cases.parse_case: its CaseError says why a line is none)."""
     labeled: bool | None = None
     with path.open(encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
@@ -70,11 +71,10 @@ def read_records(path: Path) -> Iterator[InputRecord]:
                 raise InputRecordError(
                     f"line {line_no}: the file mixes labeled cases (question, expected) and decision bodies"
                 )
-            yield _case_record(line_no, data) if is_case else _body_record(line_no, data)
+            yield _case_record(line_no, read_case(line_no, data)) if is_case else _body_record(line_no, data)
 
 
-def _case_record(line_no: int, data: dict[str, Any]) -> InputRecord:
-    case = parse_case(line_no, data)
+def _case_record(line_no: int, case: Case) -> InputRecord:
     return InputRecord(line_no, case.id, {"id": case.id, **case.request()}, case)
 
 
@@ -89,14 +89,15 @@ def _body_record(line_no: int, data: dict[str, Any]) -> InputRecord:
     return InputRecord(line_no, record_id, {"id": record_id, **{k: v for k, v in data.items() if k != "id"}}, None)
 
 
-def scan(path: Path) -> InputSummary:
-    """Check every record before anything is sent or uploaded; labeled case ids must be unique (evaluate's rule)."""
+def scan(path: Path, read_case: Callable[[int, Any], Case]) -> InputSummary:
+    """Check every record before anything is sent or uploaded (a labeled line read by `read_case`, as
+    read_records); labeled case ids must be unique (evaluate's rule)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     count, labeled, seen = 0, False, set()
-    for record in read_records(path):
+    for record in read_records(path, read_case):
         count += 1
         if record.case is not None:
             labeled = True

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from decision_spec.manifest import Manifest, read_manifest
+from decision_spec.policy import Policy
+
 from decisionctl import tables
-from decisionctl.certification import bands, manifests, policies
-from decisionctl.certification.results import AUTOMATION_DIR, evaluation_results, write_automation_plots
-from decisionctl.certification.served_calibration import served_intercept
-from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import PREDICTIONS, Case, CaseError, load_cases
+from decisionctl.certification import manifests, policies
+from decisionctl.certification.automation import AUTOMATION_DIR, write_automation_plots
+from decisionctl.core import bands, run_plots, scoring, temperatures
+from decisionctl.core.cases import CaseError, load_cases
+from decisionctl.core.labeled import PREDICTIONS, Case, Run
+from decisionctl.core.results import evaluation_results, write_results
+from decisionctl.core.served_calibration import PolicyRefused, served_intercept
 from decisionctl.transport import RetryPolicy, Sender
 
 
@@ -112,7 +117,7 @@ def evaluate(
         max_error=thresholds.max_error,
         confidence=thresholds.confidence,
     )
-    written = scoring.write_plots(out, scored.predictions, results["recommendation"]["overall"])
+    written = run_plots.write_plots(out, scored.predictions, results["recommendation"]["overall"])
     automation = write_automation_plots(out, results["certification"])
     done = Evaluated()
     done.printed.append(tables.evaluation(results))
@@ -124,12 +129,12 @@ def evaluate(
         done.printed.append("")
         done.failed = not _fit(fit, cases_to_score, scored, results, printed=done.printed, say=say)
         if "calibration_fit" in results:  # the fit ran and drew its figure
-            written.append(out / scoring.HELDOUT_PNG)
+            written.append(out / run_plots.HELDOUT_PNG)
     if policy is not None:
         done.printed.append("")
         keys = bands.question_keys(cases)
         done.failed = not _write_policy(policy, scored, results, keys, printed=done.printed, say=say) or done.failed
-    written.insert(0, scoring.write_results(out, results))
+    written.insert(0, write_results(out, results))
     if scored.errors:
         say(
             f"{len(scored.errors)} cases failed (listed in results.json; a re-run retries them), e.g. "
@@ -168,7 +173,7 @@ def _refused(
     return None
 
 
-def _score(to_score: CasesToScore, cases: list[Case], say: Callable[[str], None]) -> scoring.Run | None:
+def _score(to_score: CasesToScore, cases: list[Case], say: Callable[[str], None]) -> Run | None:
     """The cases scored into --out (without an endpoint: only its saved predictions read), or None, said why."""
     endpoint = None if to_score.connect is None else to_score.connect()
     try:
@@ -193,7 +198,7 @@ def _score(to_score: CasesToScore, cases: list[Case], say: Callable[[str], None]
 def _fit(
     fit: TemperatureFit,
     cases: CasesToScore,
-    scored: scoring.Run,
+    scored: Run,
     results: dict[str, Any],
     *,
     printed: list[str],
@@ -213,14 +218,11 @@ def _fit(
         "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     try:
-        fitted, calibration = scoring.fit_calibration(
-            scored.predictions,
-            cases.out,
-            holdout=fit.holdout,
-            seed=fit.seed,
-            provenance=provenance,
-            served_intercept=served_intercept(identity, "noul"),
+        fitted = temperatures.fit(
+            scored.predictions, holdout=fit.holdout, seed=fit.seed, served_intercept=served_intercept(identity, "noul")
         )
+        run_plots.write_heldout_plot(cases.out, fitted.pop("heldout_before"), fitted.pop("heldout_after"))
+        calibration = temperatures.to_calibration(fitted, provenance)
     except ValueError as exc:
         say(f"cannot fit calibration: {exc}")
         return False
@@ -242,7 +244,7 @@ def _fit(
 
 def _write_policy(
     write: PolicyWrite,
-    scored: scoring.Run,
+    scored: Run,
     results: dict[str, Any],
     keys: dict[str, str],
     *,
@@ -251,7 +253,7 @@ def _write_policy(
 ) -> bool:
     created = datetime.now(UTC).date()
     try:
-        manifest, policy = manifests.certified_policy(
+        manifest, policy = _certified_policy(
             write.manifest,
             len(scored.errors),
             results,
@@ -266,3 +268,27 @@ def _write_policy(
     printed.append(tables.policy_actions(policy.version, policies.action_table(scored.predictions, policy, keys)))
     say(manifests.write_policy(write.manifest, manifest, policy))
     return True
+
+
+def _certified_policy(
+    path: Path,
+    failed: int,
+    results: Mapping[str, Any],
+    keys: Mapping[str, str],
+    *,
+    created: date,
+    review_input_flags: Sequence[str] | None = None,
+) -> tuple[Manifest, Policy]:
+    """The manifest at `path` and the policy evaluate's `results` certify for it (`failed`: cases not scored)."""
+    if failed or not results["complete"]:
+        raise manifests.ManifestRefused(
+            f"{path} was not changed: {failed} cases failed, a policy needs every case scored"
+        )
+    manifest = read_manifest(path)
+    try:
+        policy = policies.from_results(
+            results, manifest, created=created, keys=keys, review_input_flags=review_input_flags
+        )
+        return manifest, policy
+    except PolicyRefused as exc:
+        raise manifests.ManifestRefused(f"{path} was not changed: {exc}") from exc

@@ -3,17 +3,14 @@ policy it reads back from one; each refusal leaves the manifest unchanged and sa
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from datetime import date
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from decision_spec.manifest import Calibration, Manifest, SlotPrior, read_manifest, write_manifest
-from decision_spec.policy import POLICY_SCHEMA, Policy
+from decision_spec.policy import Policy
 
-from decisionctl.certification import policies
-from decisionctl.certification.served_calibration import calibration_mismatch
+from decisionctl.core.served_calibration import calibration_mismatch
 
 
 class ManifestRefused(ValueError):
@@ -69,28 +66,6 @@ def write_slot_prior(path: Path, manifest: Manifest, prior: SlotPrior) -> None:
     write_manifest(manifest.model_copy(update={"calibration": calibration}), path)
 
 
-def certified_policy(
-    path: Path,
-    failed: int,
-    results: Mapping[str, Any],
-    keys: Mapping[str, str],
-    *,
-    created: date,
-    review_input_flags: Sequence[str] | None = None,
-) -> tuple[Manifest, Policy]:
-    """The manifest at `path` and the policy evaluate's `results` certify for it (`failed`: cases not scored)."""
-    if failed or not results["complete"]:
-        raise ManifestRefused(f"{path} was not changed: {failed} cases failed, a policy needs every case scored")
-    manifest = read_manifest(path)
-    try:
-        policy = policies.from_results(
-            results, manifest, created=created, keys=keys, review_input_flags=review_input_flags
-        )
-        return manifest, policy
-    except policies.PolicyRefused as exc:
-        raise ManifestRefused(f"{path} was not changed: {exc}") from exc
-
-
 def write_policy(path: Path, manifest: Manifest, policy: Policy) -> str:
     """`policy` into `manifest` at `path` unless it holds it already; what happened, as text."""
     if manifest.policy == policy:
@@ -100,14 +75,3 @@ def write_policy(path: Path, manifest: Manifest, policy: Policy) -> str:
         f"wrote policy {policy.version} into {path}; restart the adapter (or re-run package-model and "
         "redeploy): its answers then carry x_action and x_run.policy names this version"
     )
-
-
-def read_policy(path: Path) -> Policy:
-    """A policy block alone, or the policy of a manifest.json."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if isinstance(data, dict) and data.get("schema") == POLICY_SCHEMA:
-        return Policy.model_validate(data)
-    policy = read_manifest(path).policy
-    if policy is None:
-        raise ValueError(f"{path} holds no policy block; write one with `decisionctl evaluate --write-policy`")
-    return policy

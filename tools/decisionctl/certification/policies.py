@@ -1,4 +1,4 @@
-"""The thresholds `evaluate` certifies (per question and per type, decisionctl.certification.bands), as the policy block
+"""The thresholds `evaluate` certifies (per question and per type, decisionctl.core.bands), as the policy block
 a manifest serves, and what a policy does to a labeled set (the share of cases each action takes and the
 accuracy within each).
 
@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from decision_spec.answer_settings import AnswerSettings, contradictions, run_answer_settings
 from decision_spec.contract import DEFAULT_REVIEW_INPUT_FLAGS
 from decision_spec.manifest import Manifest
 from decision_spec.policy import (
@@ -30,39 +29,9 @@ from decision_spec.policy import (
     verdict,
 )
 
-from decisionctl.certification.served_calibration import calibration_mismatch
-from decisionctl.evaluation import metrics
-from decisionctl.evaluation.cases import Prediction
-
-
-class PolicyRefused(ValueError):
-    """A policy that must not be written: the run was not scored under the manifest's model and calibration."""
-
-
-def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None:
-    """The evaluated run served this manifest's model, calibration and the answer settings its block records;
-    PolicyRefused otherwise."""
-    run = identity or {}
-    served = run.get("model_sha256")
-    if served != manifest.sha256:
-        raise PolicyRefused(
-            f"the cases were scored on model sha256 {served or 'not reported'}, but the manifest is for "
-            f"{manifest.sha256}: serve this manifest's model and evaluate again"
-        )
-    # the temperatures and the slot prior in force must be the manifest's: then the served numbers are those measured
-    mismatch = calibration_mismatch(run, manifest)
-    if mismatch:
-        raise PolicyRefused(f"{mismatch}: restart the adapter on this manifest and evaluate again")
-    # an adapter adopts the manifest's answer settings at start: another value means it serves another artifact
-    # (its block only: a policy written now replaces the one there, and the modes that policy was measured under)
-    contradicted = contradictions(run_answer_settings(run), manifest.answer_settings or AnswerSettings())
-    if contradicted:
-        scored = ", ".join(f"{name} {value}" for name, (value, _) in contradicted.items())
-        recorded = ", ".join(f"{name} {value}" for name, (_, value) in contradicted.items())
-        raise PolicyRefused(
-            f"the cases were scored under {scored}, but the manifest records {recorded}: restart the adapter on "
-            "this manifest (it adopts the manifest's answer settings) and evaluate again"
-        )
+from decisionctl.core import metrics
+from decisionctl.core.labeled import Prediction
+from decisionctl.core.served_calibration import check_run_served
 
 
 def band_of(entry: Mapping[str, Any], certification: Mapping[str, Any]) -> Band:

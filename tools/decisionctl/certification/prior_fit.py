@@ -10,7 +10,7 @@ from pathlib import Path
 from decision_spec.manifest import read_manifest
 
 from decisionctl.certification import manifests
-from decisionctl.evaluation.slot_prior import FitError, choice_items, fit_prior, to_slot_prior
+from decisionctl.certification.slot_prior import FitError, choice_items, fit_prior, to_slot_prior
 from decisionctl.transport import RetryPolicy, Sender
 
 

@@ -18,7 +18,7 @@ from decisionctl.commands.options import (
     retry_policy,
     say,
 )
-from decisionctl.load.prices import BUILTIN
+from decisionctl.core.prices import BUILTIN
 
 RUN = (
     "Read CASES.jsonl as a stream (decision bodies with an optional id, or labeled cases in the "

@@ -7,8 +7,8 @@ import dataclasses
 from functools import partial
 
 from decisionctl.commands.options import UsageError, add_retry, add_target, retry_policy, say, sender
+from decisionctl.core.prices import BUILTIN
 from decisionctl.load import bench_job
-from decisionctl.load.prices import BUILTIN
 from decisionctl.load.workloads import NAMES, levels_arg, workloads_arg
 
 REQUESTS = "decision request bodies, one a line, sent in turn (default: the shipped set)"

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 
 from decisionctl.commands.options import say
-from decisionctl.traffic import shadow_job
+from decisionctl.traffic import shadow
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,8 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    fields = dataclasses.fields(shadow_job.ShadowOptions)
-    options = shadow_job.ShadowOptions(**{f.name: getattr(args, f.name) for f in fields})
-    result = shadow_job.compare_shadow(options, say=say)
+    fields = dataclasses.fields(shadow.ShadowOptions)
+    options = shadow.ShadowOptions(**{f.name: getattr(args, f.name) for f in fields})
+    result = shadow.compare_shadow(options, say=say)
     print(result.text, end="")
     return result.status

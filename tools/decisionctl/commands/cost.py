@@ -6,9 +6,9 @@ import argparse
 import dataclasses
 
 from decisionctl.commands.options import UsageError
+from decisionctl.core.prices import BUILTIN
 from decisionctl.load import cost_job
 from decisionctl.load.costs import PROFILES
-from decisionctl.load.prices import BUILTIN
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

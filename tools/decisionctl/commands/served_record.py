@@ -8,8 +8,8 @@ from typing import Any
 from decision_spec.evaluation_record import RECORD_OUTPUT
 
 from decisionctl.commands.options import say
+from decisionctl.core import served
 from decisionctl.exit_codes import EXIT_FAILED
-from decisionctl.review import served
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

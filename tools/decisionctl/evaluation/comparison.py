@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from decisionctl import plots
-from decisionctl.evaluation import metrics
-from decisionctl.evaluation.cases import PREDICTIONS, Prediction
-from decisionctl.evaluation.identity import IDENTITY_FIELDS
-from decisionctl.evaluation.scoring import RESULTS, PredictionLog
+from decisionctl.core import metrics
+from decisionctl.core.identity import IDENTITY_FIELDS
+from decisionctl.core.labeled import PREDICTIONS, Prediction
+from decisionctl.core.results import RESULTS
+from decisionctl.core.scoring import PredictionLog
 
 COMPARISON_JSON = "comparison.json"
 COMPARISON_PNG = "comparison.png"

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from decisionctl import tables
+from decisionctl.core.prices import PriceTable, load_prices
 from decisionctl.load import runs, workloads
 from decisionctl.load.closed_loop import MAX_DECISIONS_PER_LEVEL, MAX_LEVEL_S, check_bounds, require_loopback
-from decisionctl.load.prices import PriceTable, load_prices
 from decisionctl.transport import RetryPolicy, Sender
 
 SHIPPED_REQUESTS = "bench_requests.jsonl"

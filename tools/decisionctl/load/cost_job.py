@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decisionctl import plots, tables
+from decisionctl.core.prices import BUILTIN, load_prices
 from decisionctl.load import costs
-from decisionctl.load.prices import BUILTIN, load_prices
 
 
 class UnknownEnvironment(ValueError):

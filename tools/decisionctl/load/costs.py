@@ -30,7 +30,7 @@ from typing import Any
 from decision_spec.memory import ModelFootprint, serverless_memory_mb
 from pydantic import ValidationError
 
-from decisionctl.load.prices import PriceTable
+from decisionctl.core.prices import PriceTable
 
 HOURS_PER_MONTH = 730.0
 DAYS_PER_MONTH = HOURS_PER_MONTH / 24

@@ -15,11 +15,11 @@ from typing import Any
 from decision_spec.instance_types import is_gpu_instance
 
 from decisionctl import plots
+from decisionctl.core.prices import PriceTable, cost_per_1000
 from decisionctl.load.closed_loop import (
     PAUSE_CAP_S,
     run_level,
 )
-from decisionctl.load.prices import PriceTable, cost_per_1000
 from decisionctl.load.workloads import Workload
 from decisionctl.transport import RetryPolicy, Sender
 

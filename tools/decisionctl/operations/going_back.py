@@ -18,8 +18,8 @@ from typing import Any
 
 from decision_spec.evaluation_record import parse_record
 
+from decisionctl.core.served import served_sha256, version_with
 from decisionctl.operations.deployed_names import STACK_PREFIX, ClientFor, load
-from decisionctl.review.served import served_sha256, version_with
 
 BUCKET_OUTPUT = "ModelBucketName"  # the Foundation stack's output (stacks/foundation_stack.py)
 

@@ -18,8 +18,9 @@ from typing import Any
 from decision_spec.answer_settings import contradictions, run_answer_settings, shown
 from decision_spec.evaluation_record import EvaluationTolerance
 
-from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import Case, case_digest
+from decisionctl.core import scoring
+from decisionctl.core.cases import case_digest, parse_suite
+from decisionctl.core.labeled import Case, Run
 from decisionctl.review import decision_diff
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings
@@ -116,7 +117,7 @@ def artifact_mismatches(identity: Mapping[str, Any], record: Mapping[str, Any]) 
 def compare(
     record: Mapping[str, Any],
     cases: Sequence[Case],
-    scored: scoring.Run,
+    scored: Run,
     tolerance: EvaluationTolerance,
 ) -> dict[str, Any]:
     """A scored variant against the record: its deltas, flips, run-identity changes and failures, JSON-ready."""
@@ -377,7 +378,7 @@ def check_environment(
         return sender_for(endpoint, variant, components.get(endpoint))
 
     settings = review_settings.load(asked.cdk_json, environment)
-    _, cases = settings.read_suite()
+    cases = parse_suite(settings.read_suite(), settings.suite)
     try:
         record = records.read(settings.record)
         named = asked.urls or endpoints or endpoints_from_outputs(outputs or Path(), environment)

@@ -16,16 +16,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from decision_spec.answer_settings import AnswerSettings, contradictions, merged, run_answer_settings
+from decision_spec.answer_settings import AnswerSettings, merged, run_answer_settings
 from decision_spec.evaluation_record import RECORD_SCHEMA, parse_record
 from decision_spec.manifest import Manifest
 from decision_spec.policy import ACTIONS, Policy, verdict
 
-from decisionctl.certification.bounds import upper_bound
-from decisionctl.certification.policies import PolicyRefused, check_run_served
-from decisionctl.evaluation import metrics
-from decisionctl.evaluation.cases import Prediction
-from decisionctl.evaluation.identity import IDENTITY_FIELDS
+from decisionctl.core import metrics
+from decisionctl.core.bounds import upper_bound
+from decisionctl.core.identity import IDENTITY_FIELDS
+from decisionctl.core.labeled import Prediction
 
 RUN_FIELDS = (*IDENTITY_FIELDS, "state_boundary")
 
@@ -36,29 +35,6 @@ class EvaluationRecordError(ValueError):
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def check_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None:
-    """The endpoint served this manifest: its model, its calibration, its policy and the answer settings it records
-    (its block and its policy's modes); EvaluationRecordError otherwise."""
-    try:
-        check_run_served(identity, manifest)
-    except PolicyRefused as exc:
-        raise EvaluationRecordError(str(exc)) from exc
-    served = (identity or {}).get("policy")
-    wanted = manifest.policy.version if manifest.policy else None
-    if served != wanted:
-        raise EvaluationRecordError(
-            f"the endpoint served policy {served or 'none'}, but the artifact's manifest holds {wanted or 'none'}: "
-            "restart the adapter on this artifact and record again"
-        )
-    contradicted = contradictions(run_answer_settings(identity or {}), manifest.recorded_answer_settings())
-    if contradicted:
-        listed = ", ".join(f"{name} {mine} (the artifact's: {its})" for name, (mine, its) in contradicted.items())
-        raise EvaluationRecordError(
-            f"the endpoint served other answer settings than the artifact records: {listed}; restart the adapter on "
-            "this artifact (it adopts them) and record again"
-        )
 
 
 def answer_settings_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> AnswerSettings:

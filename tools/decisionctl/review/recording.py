@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from decision_spec.answer_settings import contradictions, run_answer_settings
 from decision_spec.evaluation_record import RECORD_NAME
 from decision_spec.manifest import Manifest
 from decision_spec.names import MANIFEST_NAME
 
-from decisionctl.certification.bands import question_keys
-from decisionctl.evaluation import scoring
-from decisionctl.evaluation.cases import Case, case_digest
+from decisionctl.core import scoring
+from decisionctl.core.bands import question_keys
+from decisionctl.core.cases import case_digest, parse_suite
+from decisionctl.core.labeled import Case
+from decisionctl.core.served_calibration import PolicyRefused, check_run_served
 from decisionctl.review import record as records
 from decisionctl.review import settings as review_settings
 from decisionctl.transport import RetryPolicy, Sender
@@ -42,7 +46,8 @@ def _inputs(
         manifest = Manifest.model_validate_json(manifest_bytes)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{manifest_path}: not a model manifest ({exc}); package the model first") from None
-    suite_bytes, cases = settings.read_suite()
+    suite_bytes = settings.read_suite()
+    cases = parse_suite(suite_bytes, settings.suite)
     return settings, manifest, manifest_bytes, suite_bytes, cases
 
 
@@ -79,7 +84,7 @@ def record_evaluation(
         say(f"{len(cases) - len(scored.predictions)} of {len(cases)} cases not scored: a record holds every case")
         return Recorded(failed=True)
     try:
-        records.check_served(scored.identity, manifest)
+        check_served(scored.identity, manifest)
     except records.EvaluationRecordError as exc:
         say(f"not recorded: {exc}")
         return Recorded(failed=True)
@@ -110,3 +115,26 @@ def record_evaluation(
             f"wrote {beside} and {settings.record} (sha256 {records.sha256_bytes(data)})",
         ]
     )
+
+
+def check_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None:
+    """The endpoint served this manifest: its model, its calibration, its policy and the answer settings it records
+    (its block and its policy's modes); EvaluationRecordError otherwise."""
+    try:
+        check_run_served(identity, manifest)
+    except PolicyRefused as exc:
+        raise records.EvaluationRecordError(str(exc)) from exc
+    served = (identity or {}).get("policy")
+    wanted = manifest.policy.version if manifest.policy else None
+    if served != wanted:
+        raise records.EvaluationRecordError(
+            f"the endpoint served policy {served or 'none'}, but the artifact's manifest holds {wanted or 'none'}: "
+            "restart the adapter on this artifact and record again"
+        )
+    contradicted = contradictions(run_answer_settings(identity or {}), manifest.recorded_answer_settings())
+    if contradicted:
+        listed = ", ".join(f"{name} {mine} (the artifact's: {its})" for name, (mine, its) in contradicted.items())
+        raise records.EvaluationRecordError(
+            f"the endpoint served other answer settings than the artifact records: {listed}; restart the adapter on "
+            "this artifact (it adopts them) and record again"
+        )

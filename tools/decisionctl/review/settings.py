@@ -10,8 +10,6 @@ from pathlib import Path
 from decision_spec.evaluation_record import DecisionGates, EvaluationConfig
 from pydantic import ValidationError
 
-from decisionctl.evaluation.cases import Case, parse_cases
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -23,9 +21,9 @@ class Settings:
     def suite(self) -> Path:
         return self.root / self.evaluation.suite  # an absolute suite (one kept out of git) stays as it is
 
-    def read_suite(self) -> tuple[bytes, list[Case]]:
-        """The suite's bytes and its cases, read once; ValueError where it cannot be read, holds a case that is not
-        one, or has another sha256 than cdk.json states for it (evaluation.suite_sha256)."""
+    def read_suite(self) -> bytes:
+        """The suite's bytes, read once (core.cases.parse_suite reads its cases); ValueError where it cannot be read
+        or has another sha256 than cdk.json states for it (evaluation.suite_sha256)."""
         try:
             data = self.suite.read_bytes()
         except OSError as exc:
@@ -37,10 +35,7 @@ class Settings:
                 f"{self.suite} has sha256 {actual}, but {key} is {stated}: put the suite with that sha256 there, "
                 f"or, to evaluate on this one, set {key} to {actual} in a reviewed change of cdk.json"
             )
-        try:
-            return data, parse_cases(data, self.suite)
-        except ValueError as exc:  # CaseError, and a file that is not UTF-8
-            raise ValueError(f"{self.suite}: {exc}") from None
+        return data
 
     @property
     def record(self) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 from decision_spec.policy import Band, Policy, verdict
 
-from decisionctl.traffic.joins import Joined, probabilities
+from decisionctl.traffic.capture import Joined, probabilities
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ SageMaker writes one JSON object a line for each captured invocation:
 
 Only `endpointOutput` is read: a decision response holds no state or instruction text, and the request
 (`endpointInput`, present when the capture is not output-only) is neither decoded nor copied anywhere.
-Every line is accounted for: an answer, or a count under the reason it holds none.
+Every line is accounted for: an answer, or a count under the reason it holds none. A captured answer is read
+here too: its options, pick, distribution and the mix of picks, and one joined to its final answer (Joined).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from decision_spec.schemas import Answer, DecisionResponse, RequestRun
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from decisionctl.evaluation.cases import describe_invalid
+from decisionctl.core.replies import describe_invalid
 from decisionctl.readback import readback_of
 
 CAPTURE_SUFFIX = ".jsonl"
@@ -35,6 +36,7 @@ JSON_LINES_TYPES = ("application/jsonlines", "application/jsonl", "application/x
 # <variant>/yyyy/mm/dd/hh/<file>: the layout SageMaker writes under <destination>/<endpoint>/
 _VARIANT_PATH = re.compile(r"(?:^|/)([^/]+)/\d{4}/\d{2}/\d{2}/\d{2}/[^/]+$")
 EXAMPLES_KEPT = 5
+NO_ACTION = "none"  # an answer served without a policy carries no x_action
 
 
 class CaptureError(ValueError):
@@ -77,7 +79,7 @@ class CapturedAnswer:
 
 def pick(answer: Answer) -> str:
     """The option an answer picks, by name: noul "yes" (p >= 0.5) or "no", choice its option, score the modal
-    level's index as the probabilities key it (evaluate's rule, cases.predicted_index)."""
+    level's index as the probabilities key it (evaluate's rule, picks.predicted_index)."""
     return readback_of(answer.type).picked_name(answer)
 
 
@@ -295,3 +297,42 @@ def _object_lines(s3: Any, bucket: str, key: str) -> Callable[[], Iterable[bytes
         yield from s3.get_object(Bucket=bucket, Key=key)["Body"].iter_lines()
 
     return lines
+
+
+def option_names(answer: Answer) -> tuple[str, ...]:
+    """The answer's options in the order evaluate's cases use (noul: yes, no; score: levels 0..n-1)."""
+    return readback_of(answer.type).option_names(answer)
+
+
+def mix_of(answers: Iterable[Answer]) -> dict[str, float]:
+    """The share of answers picking each option."""
+    picks = Counter(pick(a) for a in answers)
+    total = sum(picks.values())
+    return {name: n / total for name, n in sorted(picks.items())} if total else {}
+
+
+def probabilities(answer: Answer) -> list[float]:
+    """The answer's probabilities in `option_names` order, as a policy's verdict reads them."""
+    dist = distribution(answer)
+    return [dist[name] for name in option_names(answer)]
+
+
+@dataclass(frozen=True)
+class Joined:
+    captured: CapturedAnswer
+    question_id: str
+    answer: Answer
+    final: str  # the option people chose, in `pick`'s terms
+    line: int
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.captured.request_id or self.captured.pair_key}/{self.question_id}"
+
+    @property
+    def action(self) -> str:
+        return self.answer.x_action or NO_ACTION
+
+    @property
+    def changed(self) -> bool:
+        return pick(self.answer) != self.final

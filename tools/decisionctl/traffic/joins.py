@@ -28,24 +28,16 @@ from typing import Any
 
 from decision_spec.schemas import Answer
 
-from decisionctl.evaluation.cases import (
-    IDENTITY,
-    PREDICTIONS,
-    QUESTION_ID,
-    case_digest,
-    parse_case,
-    prediction_from_response,
-    run_fingerprint,
-)
+from decisionctl.core.cases import case_digest, parse_case, prediction_from_response, run_fingerprint
+from decisionctl.core.labeled import IDENTITY, PREDICTIONS, QUESTION_ID
 from decisionctl.readback import readback_of
-from decisionctl.traffic.capture import CapturedAnswer, distribution, pick
+from decisionctl.traffic.capture import CapturedAnswer, Joined
 
 CASES = "cases.jsonl"
 EVALUATE_DIR = "evaluate"
 REPORT = "outcomes.json"
 COLUMNS = ("request_id", "question_id", "final_answer")
 EXAMPLES_KEPT = 5
-NO_ACTION = "none"  # an answer served without a policy carries no x_action
 
 
 class OutcomesError(ValueError):
@@ -101,35 +93,9 @@ def _json_lines(path: Path, text: str) -> Iterable[tuple[int, Any]]:
                 raise OutcomesError(f"{path}: line {n} is not JSON; an outcomes file is CSV or JSON Lines") from exc
 
 
-def option_names(answer: Answer) -> tuple[str, ...]:
-    """The answer's options in the order evaluate's cases use (noul: yes, no; score: levels 0..n-1)."""
-    return readback_of(answer.type).option_names(answer)
-
-
 def final_option(answer: Answer, final: Any) -> str:
     """The option a final answer names, in `pick`'s terms; ValueError says why it names none."""
     return readback_of(answer.type).final_option(answer, final)
-
-
-@dataclass(frozen=True)
-class Joined:
-    captured: CapturedAnswer
-    question_id: str
-    answer: Answer
-    final: str  # the option people chose, in `pick`'s terms
-    line: int
-
-    @property
-    def case_id(self) -> str:
-        return f"{self.captured.request_id or self.captured.pair_key}/{self.question_id}"
-
-    @property
-    def action(self) -> str:
-        return self.answer.x_action or NO_ACTION
-
-    @property
-    def changed(self) -> bool:
-        return pick(self.answer) != self.final
 
 
 @dataclass
@@ -269,16 +235,3 @@ def reversal_report(joined: Sequence[Joined]) -> dict[str, dict[str, Any]]:
             "policies": sorted({(j.captured.run.policy if j.captured.run else None) or "none" for j in group}),
         }
     return report
-
-
-def mix_of(answers: Iterable[Answer]) -> dict[str, float]:
-    """The share of answers picking each option."""
-    picks = Counter(pick(a) for a in answers)
-    total = sum(picks.values())
-    return {name: n / total for name, n in sorted(picks.items())} if total else {}
-
-
-def probabilities(answer: Answer) -> list[float]:
-    """The answer's probabilities in `option_names` order, as a policy's verdict reads them."""
-    dist = distribution(answer)
-    return [dist[name] for name in option_names(answer)]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from decisionctl import tables
-from decisionctl.evaluation.cases import read_response
+from decisionctl.core.replies import read_response
 from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.transport import Reply, RetryPolicy, Sender, send_with_retries
 

@@ -1,18 +1,23 @@
 """The outcomes use case: captured answers joined with the final answers people gave, written as labeled cases and
-outcomes.json (reversal rates, a policy's bands on traffic); the text to print and the exit status returned."""
+outcomes.json (write_outcomes: reversal rates, a policy's bands on traffic); the text to print and the exit status
+returned."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from decision_spec.manifest import read_manifest
+from decision_spec.policy import POLICY_SCHEMA, Policy
+
 from decisionctl import tables
-from decisionctl.certification import manifests
 from decisionctl.exit_codes import EXIT_FAILED
 from decisionctl.traffic import capture, joins
-from decisionctl.traffic.report import write_outcomes
+from decisionctl.traffic.band_check import band_report
+from decisionctl.traffic.capture import CaptureRead
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ def label_outcomes(o: OutcomesOptions, *, say: Callable[[str], None]) -> Outcome
     """Join the capture with the outcomes, write OUT/cases.jsonl, OUT/evaluate/ and OUT/outcomes.json; `say` hears
     what was not joined and what to run next."""
     out = Path(o.out)
-    policy = manifests.read_policy(Path(o.policy)) if o.policy else None
+    policy = read_policy(Path(o.policy)) if o.policy else None
     try:
         found = capture.read_sources(o.capture, s3_client=lambda: _s3(o.region), variant=o.variant)
         rows = joins.read_outcomes(Path(o.outcomes))
@@ -94,3 +99,42 @@ def label_outcomes(o: OutcomesOptions, *, say: Callable[[str], None]) -> Outcome
         say(f"reversal rate above --max-reversal-rate {limit} for: {', '.join(over)}")
         return OutcomesResult(text, EXIT_FAILED)
     return OutcomesResult(text, 0)
+
+
+def write_outcomes(
+    out: Path,
+    *,
+    found: CaptureRead,
+    rows: joins.OutcomeRead,
+    result: joins.Join,
+    written: dict[str, Any],
+    policy: Policy | None,
+) -> dict[str, Any]:
+    """The report of a join `write_join` wrote (`written`), written to OUT/outcomes.json and returned."""
+    report: dict[str, Any] = {
+        "capture": found.summary(),
+        "outcome_rows": len(rows.rows) + len(rows.invalid),
+        "invalid_rows": rows.invalid,
+        "superseded_rows": result.superseded,
+        "joined": len(result.joined),
+        "unmatched": dict(sorted(result.unmatched.items())),
+        "unmatched_examples": result.examples,
+        "captured_without_outcome": result.without_outcome,
+        "questions": joins.reversal_report(result.joined),
+        "written": written,
+    }
+    if policy is not None:
+        report["bands"] = band_report(result.joined, policy)
+    (out / joins.REPORT).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return report
+
+
+def read_policy(path: Path) -> Policy:
+    """A policy block alone, or the policy of a manifest.json."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict) and data.get("schema") == POLICY_SCHEMA:
+        return Policy.model_validate(data)
+    policy = read_manifest(path).policy
+    if policy is None:
+        raise ValueError(f"{path} holds no policy block; write one with `decisionctl evaluate --write-policy`")
+    return policy

@@ -5,20 +5,25 @@ A shadow variant gets a copy of each sampled production request, and each varian
 own variant name. The two answers to one invocation are paired by its InferenceId (the caller's, the same in
 both copies) or, without one, by SageMaker's eventId; the adapter's own `x_run.request_id` differs between
 the variants. Unpaired answers are counted on each side.
+
+The compare --shadow use case (compare_shadow) reads both captures, compares them and writes shadow.json; it
+returns the text to print and the exit status.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decisionctl.evaluation.identity import IDENTITY_FIELDS
-from decisionctl.traffic.capture import CapturedAnswer, distribution, pick
-from decisionctl.traffic.joins import NO_ACTION, mix_of
+from decisionctl import tables
+from decisionctl.core.identity import IDENTITY_FIELDS
+from decisionctl.exit_codes import EXIT_FAILED
+from decisionctl.traffic import capture
+from decisionctl.traffic.capture import NO_ACTION, CapturedAnswer, distribution, mix_of, pick
 
 REPORT = "shadow.json"
 
@@ -163,3 +168,50 @@ def write_shadow(report: dict[str, Any], out: Path) -> Path:
     path = out / REPORT
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
+
+
+@dataclass(frozen=True)
+class ShadowOptions:
+    """What `decisionctl compare --shadow` was asked, as plain values (its arguments' names)."""
+
+    base: str
+    new: str | None = None
+    production_variant: str | None = None
+    region: str | None = None
+    top: int = 10
+    out: str = "comparison"
+    max_changed_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class ShadowResult:
+    text: str
+    status: int
+
+
+def compare_shadow(o: ShadowOptions, *, say: Callable[[str], None]) -> ShadowResult:
+    """Pair the production and the shadow variant's answers, write OUT/shadow.json; `say` hears the failures."""
+
+    def client() -> Any:
+        import boto3
+
+        return boto3.client("s3", region_name=o.region)
+
+    try:
+        base = capture.read_sources([o.base], s3_client=client)
+        if o.new is None:
+            production, candidate = split_variants(base.answers, o.production_variant)
+        else:
+            new = capture.read_sources([o.new], s3_client=client)
+            production, candidate = side_of("base", base.answers), side_of("new", new.answers)
+        report = compare(production, candidate, top=o.top)
+    except (capture.CaptureError, ShadowError) as exc:
+        say(str(exc))
+        return ShadowResult("", EXIT_FAILED)
+    path = write_shadow(report, Path(o.out))
+    text = f"{tables.shadow_comparison(report)}\nwrote {path}\n"
+    limit = o.max_changed_rate
+    if limit is not None and report["disagreement_rate"] > limit:
+        say(f"{tables.pct(report['disagreement_rate'])} of answers disagree, more than --max-changed-rate {limit}")
+        return ShadowResult(text, EXIT_FAILED)
+    return ShadowResult(text, 0)

@@ -11,7 +11,6 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +18,10 @@ from decision_spec.schemas import RequestRun
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from decisionctl import plots
-from decisionctl.evaluation import metrics, temperatures
-from decisionctl.evaluation.cases import (
-    IDENTITY,
-    PREDICTIONS,
-    Case,
-    Prediction,
-    case_digest,
-    describe_invalid,
-    prediction_from_response,
-    read_response,
-    run_fingerprint,
-)
+from decisionctl.core.cases import case_digest, prediction_from_response, run_fingerprint
+from decisionctl.core.labeled import IDENTITY, PREDICTIONS, Case, Prediction, Run
+from decisionctl.core.replies import describe_invalid, read_response
 from decisionctl.transport import Reply, RetryPolicy, Sender, send_with_retries
-
-RESULTS = "results.json"
-RELIABILITY_PNG = "reliability.png"
-HISTOGRAM_PNG = "confidence_hist.png"
-HELDOUT_PNG = "reliability_heldout.png"
 
 
 class IdentityChanged(RuntimeError):
@@ -75,17 +59,6 @@ class PredictionLog:
             f.write(json.dumps(record, sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())
-
-
-@dataclass
-class Run:
-    predictions: list[Prediction]
-    skipped: int
-    sent: int
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    identity: dict[str, Any] | None = None
-    interrupted: bool = False
-    hardware: dict[str, dict[str, Any]] = field(default_factory=dict)  # per case sent: the x_run hardware that answered
 
 
 def _score(sender: Sender, case: Case, policy: RetryPolicy) -> tuple[Case, Reply]:
@@ -197,63 +170,3 @@ def score_cases(
     order = {c.id: i for i, c in enumerate(cases)}
     run.predictions.sort(key=lambda p: order[p.id])
     return run
-
-
-def write_results(out: Path, results: dict[str, Any]) -> Path:
-    path = out / RESULTS
-    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
-
-
-def reliability(preds: Sequence[Prediction]) -> plots.Reliability:
-    """A reliability diagram's series: the predictions' ECE and their confidence bins."""
-    bins = metrics.reliability_bins(preds)
-    return plots.Reliability(
-        cases=len(preds),
-        ece=metrics.ece(preds),
-        lower=[b.lower for b in bins],
-        count=[b.count for b in bins],
-        accuracy=[b.accuracy for b in bins],
-        mean_confidence=[b.mean_confidence for b in bins],
-    )
-
-
-def write_plots(out: Path, preds: Sequence[Prediction], recommendation: dict[str, Any]) -> list[Path]:
-    model = preds[0].model_sha256[:12] if preds and preds[0].model_sha256 else "unknown model"
-    series = {"all types": preds, **metrics.by_type(preds)}
-    plots.reliability_diagram(
-        out / RELIABILITY_PNG,
-        {label: reliability(members) for label, members in series.items()},
-        title=f"Reliability, {len(preds)} cases ({model})",
-        threshold=recommendation.get("automate_at_or_above"),
-    )
-    plots.confidence_histogram(
-        out / HISTOGRAM_PNG,
-        [p.confidence for p in preds if p.correct],
-        [p.confidence for p in preds if not p.correct],
-        title=f"Confidence of the predicted option ({model})",
-        threshold=recommendation.get("automate_at_or_above"),
-        review_band=recommendation.get("review_band"),
-    )
-    return [out / RELIABILITY_PNG, out / HISTOGRAM_PNG]
-
-
-def fit_calibration(
-    preds: Sequence[Prediction],
-    out: Path,
-    *,
-    holdout: float,
-    seed: int,
-    provenance: dict[str, Any],
-    served_intercept: float = 0.0,
-) -> tuple[dict[str, Any], Any]:
-    """Fit per-type temperature (and the yes/no intercept with its temperature); returns the JSON-ready report and
-    the manifest Calibration block. `served_intercept`: the yes/no intercept the answers were served with."""
-    fitted = temperatures.fit(preds, holdout=holdout, seed=seed, served_intercept=served_intercept)
-    before, after = fitted.pop("heldout_before"), fitted.pop("heldout_after")
-    plots.reliability_diagram(
-        out / HELDOUT_PNG,
-        {"held-out, as served": reliability(before), "held-out, fitted temperature": reliability(after)},
-        title=f"Held-out part ({len(before)} cases): before and after temperature",
-    )
-    return fitted, temperatures.to_calibration(fitted, provenance)

@@ -7,13 +7,12 @@ the versions the repository's history holds of that path.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from decision_spec.evaluation_record import RECORD_OUTPUT
-
-from decisionctl.review import record as records
 
 
 class ServedError(ValueError):
@@ -56,7 +55,7 @@ def version_with(path: Path, sha256: str) -> tuple[str, bytes]:
             data = _git(["show", f"{revision}:{relative}"], top)
         except subprocess.CalledProcessError:
             continue  # the commit deleted it
-        if records.sha256_bytes(data) == sha256:
+        if hashlib.sha256(data).hexdigest() == sha256:
             return revision, data
     raise ServedError(
         f"no version of {relative} in the {len(revisions)} commits of its history here has sha256 {sha256}, the "

@@ -15,9 +15,10 @@ from typing import Any
 
 from decision_spec.manifest import Calibration
 
-from decisionctl.evaluation import intercepts, metrics
-from decisionctl.evaluation.cases import Prediction, reanswered
-from decisionctl.evaluation.search import LOG_A_BOUNDS, golden_section
+from decisionctl.core import intercepts, metrics
+from decisionctl.core.labeled import Prediction
+from decisionctl.core.picks import reanswered
+from decisionctl.core.search import LOG_A_BOUNDS, golden_section
 
 _FLOOR = 1e-12  # a probability the endpoint rounded to 0 still carries a finite (large) penalty
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from decision_spec import contract
 
-from decisionctl.evaluation.cases import Prediction
+from decisionctl.core.labeled import Prediction
 
 ECE_BINS = 10
 THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(20))  # 0.00, 0.05, ..., 0.95

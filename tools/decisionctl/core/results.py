@@ -1,23 +1,23 @@
-"""results.json of a labeled run (metrics, recommendation, certification after scoring) and the automation figures."""
+"""results.json of a labeled run: its metrics, coverage and recommendation, and what is certified after scoring
+(bands.py); evaluate and a labeled batch run write it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from decision_spec.manifest import sha256_file
 
-from decisionctl import plots, tables
-from decisionctl.certification import bands
-from decisionctl.evaluation import metrics, scoring
-from decisionctl.evaluation.cases import Case
+from decisionctl.core import bands, metrics
+from decisionctl.core.labeled import Case, Run
 
-AUTOMATION_DIR = "automation"  # one figure per band: automated share against error, bound and threshold
+RESULTS = "results.json"
 
 
 def evaluation_results(
-    run: scoring.Run,
+    run: Run,
     cases: Sequence[Case] | int,
     cases_path: Path,
     *,
@@ -56,18 +56,7 @@ def evaluation_results(
     }
 
 
-def write_automation_plots(out: Path, certification: Mapping[str, Any]) -> list[Path]:
-    """OUT/automation/<band>.png for every question and type band: automated share against error."""
-    folder = out / AUTOMATION_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    e, c = certification["max_error"], certification["confidence"]
-    figures = {
-        **{f"{q['type']}-{key}": (tables.question_name(key, q), q) for key, q in certification["questions"].items()},
-        **{f"type-{t}": (f"{t} (type band)", b) for t, b in certification["types"].items()},
-    }
-    written = []
-    for stem, (name, band) in figures.items():
-        path = folder / f"{stem}.png"
-        plots.automation_curve(path, band, title=f"{name}: {band['cases']} cases", max_error=e, confidence=c)
-        written.append(path)
-    return written
+def write_results(out: Path, results: dict[str, Any]) -> Path:
+    path = out / RESULTS
+    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path

@@ -1,15 +1,10 @@
-"""Labeled cases (one state, one typed question, the expected answer) and the predictions made on them.
-
-A case's options are put in one order for every type (noul: yes, no; choice: the criteria's keys;
-score: levels 0..n-1) so that metrics and calibration work on plain probability vectors.
-"""
+"""Labeled cases read from their JSONL files and checked, an answer read back into a case's option order
+(a Prediction), and a case's and a run's fingerprints. The cases and predictions themselves are labeled.py's."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,63 +12,13 @@ from decision_spec import contract
 from decision_spec.gguf_metadata import Temperatures
 from decision_spec.question_types import kind_of, types_phrase
 from decision_spec.schemas import DecisionResponse, RunIdentity
-from pydantic import ValidationError
 
+from decisionctl.core.labeled import QUESTION_ID, Case, Prediction
 from decisionctl.readback import readback_of
-
-# A scored run's files: each case's prediction (with its case_digest) and the run identity it was scored under.
-PREDICTIONS = "predictions.jsonl"
-IDENTITY = "identity.json"
-
-QUESTION_ID = "q"
 
 
 class CaseError(ValueError):
     """A labeled file that cannot be evaluated, with the line that says why."""
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    type: str
-    state: Any
-    question: dict[str, Any]
-    options: tuple[str, ...]
-    expected_index: int
-
-    def request(self, model: str = contract.DEFAULT_MODEL_ALIAS) -> dict[str, Any]:
-        return {"model": model, "state": self.state, "questions": {QUESTION_ID: self.question}}
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """What the endpoint said about one case; no state text, so it can be kept and shared."""
-
-    id: str
-    type: str
-    options: list[str]
-    probs: list[float]
-    expected_index: int
-    predicted_index: int
-    confidence: float  # probability of the predicted option (noul: max(p, 1 - p))
-    contract_confidence: float | None  # the answer's own `confidence` field (choice, score)
-    temperature: float  # temperature in force at the endpoint for this type (x_run; 1.0 if absent)
-    model_sha256: str
-    latency_s: float
-
-    @property
-    def correct(self) -> bool:
-        return self.predicted_index == self.expected_index
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["correct"] = self.correct
-        return out
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Prediction:
-        fields = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in fields})
 
 
 def parse_case(line_no: int, data: Any) -> Case:
@@ -124,39 +69,13 @@ def parse_cases(data: bytes, path: Path) -> list[Case]:
     return cases
 
 
-def predicted_index(qtype: str, probs: Sequence[float]) -> int:
-    """The option an answer picks: noul yes when p(yes) >= 0.5, otherwise the most probable option."""
-    picked: int = kind_of(qtype).pick(probs)
-    return picked
-
-
-def reanswered(pred: Prediction, probs: list[float], *, temperature: float) -> Prediction:
-    """The prediction as the endpoint would make it with these probabilities, served under `temperature` (its pick
-    and confidence follow; the contract's own confidence is not recomputed)."""
-    picked = predicted_index(pred.type, probs)
-    return replace(
-        pred,
-        probs=probs,
-        predicted_index=picked,
-        confidence=probs[picked],
-        temperature=temperature,
-        contract_confidence=None,
-    )
-
-
-def describe_invalid(exc: ValidationError) -> str:
-    """Where a reply departs from the response models and how; never the offending value (it may quote input)."""
-    error = exc.errors()[0]
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return ".".join(str(part) for part in error["loc"]) + f": {error['msg']}{more}"
-
-
-def read_response(body: Any) -> DecisionResponse:
-    """A decision reply as the adapter's response models read it; a ValueError says where it departs from them."""
+def parse_suite(data: bytes, path: Path) -> list[Case]:
+    """The cases of a suite's bytes (parse_cases), a ValueError naming the file: a case that is not one, a file that
+    is not UTF-8."""
     try:
-        return DecisionResponse.model_validate(body)
-    except ValidationError as exc:
-        raise ValueError(describe_invalid(exc)) from exc
+        return parse_cases(data, path)
+    except ValueError as exc:  # CaseError, and a file that is not UTF-8
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def prediction_from_response(case: Case, response: DecisionResponse, latency_s: float) -> Prediction:

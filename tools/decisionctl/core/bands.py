@@ -20,9 +20,8 @@ from decision_spec.contract import options_hash
 from decision_spec.schemas import Question
 from pydantic import TypeAdapter
 
-from decisionctl.certification import bounds
-from decisionctl.evaluation import metrics
-from decisionctl.evaluation.cases import Case, Prediction
+from decisionctl.core import bounds, metrics
+from decisionctl.core.labeled import Case, Prediction
 
 _QUESTION: TypeAdapter[Any] = TypeAdapter(Question)
 

@@ -1,12 +1,13 @@
-"""Whether scored predictions were made under a manifest's calibration: its temperatures, its yes/no intercept and its
-slot prior, as the run identity (x_run.calibration) reports them. What evaluate writes into a manifest is measured under
-it or refused."""
+"""Whether scored predictions were made under a manifest: its model, its calibration (temperatures, yes/no intercept,
+slot prior, as the run identity's x_run.calibration reports them) and its answer settings. What evaluate writes into
+a manifest, and what a record says was served, is measured under it or refused."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from decision_spec.answer_settings import AnswerSettings, contradictions, run_answer_settings
 from decision_spec.manifest import Calibration, Manifest
 
 PRIOR_DIGITS = 6  # x_run reports the prior rounded so (decision_adapter.calibration)
@@ -66,3 +67,33 @@ def _prior(slots: Mapping[str, Any] | None) -> dict[str, list[float]]:
     """The prior per option count as x_run rounds it; a uniform one divides nothing out, so it counts as none."""
     rounded = {str(n): [round(float(p), PRIOR_DIGITS) for p in v] for n, v in (slots or {}).items()}
     return {n: v for n, v in rounded.items() if max(v) - min(v) > 10**-PRIOR_DIGITS}
+
+
+class PolicyRefused(ValueError):
+    """A policy that must not be written: the run was not scored under the manifest's model and calibration."""
+
+
+def check_run_served(identity: Mapping[str, Any] | None, manifest: Manifest) -> None:
+    """The evaluated run served this manifest's model, calibration and the answer settings its block records;
+    PolicyRefused otherwise."""
+    run = identity or {}
+    served = run.get("model_sha256")
+    if served != manifest.sha256:
+        raise PolicyRefused(
+            f"the cases were scored on model sha256 {served or 'not reported'}, but the manifest is for "
+            f"{manifest.sha256}: serve this manifest's model and evaluate again"
+        )
+    # the temperatures and the slot prior in force must be the manifest's: then the served numbers are those measured
+    mismatch = calibration_mismatch(run, manifest)
+    if mismatch:
+        raise PolicyRefused(f"{mismatch}: restart the adapter on this manifest and evaluate again")
+    # an adapter adopts the manifest's answer settings at start: another value means it serves another artifact
+    # (its block only: a policy written now replaces the one there, and the modes that policy was measured under)
+    contradicted = contradictions(run_answer_settings(run), manifest.answer_settings or AnswerSettings())
+    if contradicted:
+        scored = ", ".join(f"{name} {value}" for name, (value, _) in contradicted.items())
+        recorded = ", ".join(f"{name} {value}" for name, (_, value) in contradicted.items())
+        raise PolicyRefused(
+            f"the cases were scored under {scored}, but the manifest records {recorded}: restart the adapter on "
+            "this manifest (it adopts the manifest's answer settings) and evaluate again"
+        )

@@ -5,7 +5,7 @@ The adapter returns p_yes = sigmoid(z / T0 + b0), with T0 and b0 the temperature
 from the answer alone, and a temperature T with an intercept b give p' = sigmoid(a s + b), a = T0 / T. (a, b)
 minimise the negative log-likelihood of the expected answers. That likelihood is convex in (a, b), so the best b
 for a given a (golden-section search) leaves a unimodal profile in a, searched the same way over log a; then
-T = T0 / a. Options are in the order yes, no (decisionctl.evaluation.cases).
+T = T0 / a. Options are in the order yes, no (decisionctl.core.labeled).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from decision_adapter.core.signals import shift_log_odds
-from decision_spec.contract import MAX_INTERCEPT
+from decision_spec.contract import MAX_INTERCEPT, shift_log_odds
 
-from decisionctl.evaluation.cases import Prediction, reanswered
-from decisionctl.evaluation.search import LOG_A_BOUNDS, golden_section
+from decisionctl.core.labeled import Prediction
+from decisionctl.core.picks import reanswered
+from decisionctl.core.search import LOG_A_BOUNDS, golden_section
 
 _FLOOR = 1e-12  # as temperatures._FLOOR: a probability rounded to 0 or 1 keeps a finite log-odds
 _B_BOUNDS = (-MAX_INTERCEPT, MAX_INTERCEPT)  # the manifest's bound: nothing wider could be written
