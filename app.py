@@ -13,24 +13,21 @@ from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
+from decision_spec.environment_config import DEFAULT_ENVIRONMENT, ConfigError, EnvironmentConfig, load_environment
+from decision_spec.github_config import BRANCH_ENVIRONMENT, GitHubDeploy
+from decision_spec.names import stack_name
 
-from stacks.config import DEFAULT_ENVIRONMENT, ConfigError, EnvironmentConfig, load_environment
 from stacks.deployed_check_access import CheckRoleTrust
 from stacks.evaluation_binding import check_evaluation, warn_unbound
 from stacks.foundation_stack import FoundationStack
-from stacks.github_config import BRANCH_ENVIRONMENT, GitHubDeploy, load_github
+from stacks.github_config import load_github
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, role_name
 from stacks.isolation import check_isolation
 from stacks.model_fit import fit_model
 from stacks.placeholders import ALLOW_PLACEHOLDERS, allowed, refuse_placeholders
 from stacks.serving_stack import ServingStack
 
-STACK_PREFIX = "DecisionEndpoints"
 ROOT = Path(__file__).resolve().parent  # where cdk.json is; the paths it names are relative to it
-
-
-def stack_name(environment: str, part: str) -> str:
-    return f"{STACK_PREFIX}-{environment}-{part}"
 
 
 def build_app(

@@ -24,12 +24,12 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+from decision_spec.bulk_config import AsyncEndpointConfig
+from decision_spec.endpoint_config import CpuEndpoint, GpuEndpoint
 from decision_spec.instance_types import has_local_nvme
 
 from stacks.autoscaling import variant_scalable_target
-from stacks.bulk_config import AsyncEndpointConfig
 from stacks.endpoint import SageMakerEndpoint, decision_model
-from stacks.endpoint_config import CpuEndpoint, GpuEndpoint
 from stacks.nag import acknowledge, object_finding
 
 INPUT_PREFIX = "async/input/"

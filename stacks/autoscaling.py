@@ -6,9 +6,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+from decision_spec.endpoint_config import Autoscaling
 
 from stacks.endpoint import SageMakerEndpoint, ServingEndpoint
-from stacks.endpoint_config import Autoscaling
 
 SERVICE_LINKED_ROLE = (
     "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"

@@ -24,10 +24,10 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
+from decision_spec.bulk_config import BatchTransform
 from decision_spec.instance_types import has_local_nvme
 from decision_spec.names import JSON_LINES
 
-from stacks.bulk_config import BatchTransform
 from stacks.nag import acknowledge, arn_prefix, object_finding
 
 INPUT_PREFIX = "batch/input/"

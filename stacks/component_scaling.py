@@ -20,10 +20,10 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from constructs import Construct
+from decision_spec.endpoint_config import Autoscaling
 
 from stacks.autoscaling import EndpointAutoscaling, service_linked_role
 from stacks.endpoint import ServingEndpoint
-from stacks.endpoint_config import Autoscaling
 
 COPY_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"

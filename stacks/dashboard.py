@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
+from decision_spec.hosting_config import ServerlessHosting
 
 from stacks.component_scaling import NO_CAPACITY_METRIC
-from stacks.hosting import ServerlessHosting
 from stacks.observability import EndpointAlarms
 
 SAGEMAKER_INSTANCES = "/aws/sagemaker/Endpoints"

@@ -1,4 +1,6 @@
-"""Data capture of a decision endpoint's answers (never its requests): the `data_capture` section of cdk.json.
+"""Data capture of a decision endpoint's answers (never its requests), from the `data_capture` section of cdk.json.
+
+The section's model is decision_spec.loop_config.DataCapture (the cdk.json schema).
 
 SageMaker writes each sampled invocation's response as JSON Lines under
 `s3://<model bucket>/<prefix>/<endpoint>/<variant>/yyyy/mm/dd/hh/`, encrypted with the environment's key;
@@ -16,33 +18,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from decision_spec.loop_config import DataCapture
 
 from stacks.nag import acknowledge, object_finding
 
 CAPTURE_MODE = "Output"  # answers only: the request holds the customer's text
 JSON_CONTENT_TYPES = ("application/json", "application/jsonlines")
-
-
-class DataCapture(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    enabled: bool = Field(description="Capture answers; false (or no section) captures nothing.")
-    sampling_percent: int = Field(
-        ge=1, le=100, description="InitialSamplingPercentage: the share of invocations whose answers are captured."
-    )
-    prefix: str = Field(
-        pattern=r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*$",
-        description="Key prefix in the model bucket, without slashes at either end, e.g. capture.",
-    )
-    expiry_days: int = Field(ge=1, le=3650, description="Days captured answers are kept (lifecycle rule).")
-
-    @field_validator("prefix")
-    @classmethod
-    def _not_the_models(cls, value: str) -> str:
-        if value == "models" or value.startswith("models/"):
-            raise ValueError("must not be under models/: the lifecycle rule would expire model artifacts")
-        return value
 
 
 def capture_config(

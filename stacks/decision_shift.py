@@ -1,4 +1,6 @@
-"""Decision-shift metrics and alarms: the `decision_shift` section of cdk.json, and what it builds per endpoint.
+"""Decision-shift metrics and alarms: what the `decision_shift` section of cdk.json builds per endpoint.
+
+The section's model is decision_spec.loop_config.DecisionShift (the cdk.json schema).
 
 A policy records the mix it was certified with (`policy.certified_mix` in manifest.json: each action's share
 of the labeled cases and each question's option mix); `decision_shift.certified` is that block, copied into
@@ -18,20 +20,29 @@ alarm reads at most 10 metrics; both are checked when the configuration is read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Annotated
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 from decision_spec import events
-from decision_spec.config_base import FrozenConfig
-from decision_spec.contract import SHAPE_OF_TYPE
+from decision_spec.loop_config import DecisionShift
 from decision_spec.policy import CertifiedMix
-from pydantic import Field, model_validator
 
-MAX_ALARM_METRICS = 10  # a metric math alarm reads at most 10 metrics (CloudWatch's hard limit)
+# decision_spec.loop_config's names, for the callers that still import them from here
+__all__ = [
+    "ACTION_METRICS",
+    "POLICY_DIMENSION",
+    "DecisionShiftAlarms",
+    "action_shift_expression",
+    "decision_pattern",
+    "label_mass_expression",
+    "option_metric_ids",
+    "option_shift_expression",
+    "question_totals",
+]
+
 POLICY_DIMENSION = "Policy"
 # action -> the metric id of the decision line's per-request count (decision_spec.events.ACTION_COUNT_FIELDS)
 ACTION_METRICS: dict[str, str] = {
@@ -39,53 +50,6 @@ ACTION_METRICS: dict[str, str] = {
     "review": "ReviewedAnswers",
     "abstain": "AbstainedAnswers",
 }
-
-# A pick is counted as one option index per answer (`picked.q<x_options_sha256>_<i>`), so only these answer shapes
-# (decision_spec.contract.SHAPE_OF_TYPE) can route.
-PICKED_SHAPES = ("categorical",)
-
-Hex16 = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
-
-
-class DecisionShift(FrozenConfig):
-    enabled: bool
-    policy_version: Hex16 = Field(description="The served policy's version (x_run.policy) the alarms watch.")
-    certified: CertifiedMix = Field(description="Copied from that policy's certified_mix (its own model, one home).")
-    routing_questions: tuple[Hex16, ...] = Field(
-        default=(), description="x_options_sha256 of the questions whose option mix is alarmed on."
-    )
-    action_band_points: float = Field(gt=0, le=100, description="Allowed distance of an action share, in points.")
-    option_band_points: float = Field(gt=0, le=100, description="Allowed distance of an option share, in points.")
-    min_answers: int = Field(default=30, ge=1, description="Answers a period needs before its shares are judged.")
-    min_mean_label_mass: float | None = Field(
-        default=None, gt=0, le=1, description="Alarm below this mean label mass; null: no label-mass alarm."
-    )
-
-    @model_validator(mode="after")
-    def _routing_questions_certified(self) -> DecisionShift:
-        unknown = [q for q in self.routing_questions if q not in self.certified.questions]
-        if unknown:
-            known = ", ".join(sorted(self.certified.questions)) or "none"
-            raise ValueError(
-                f"routing_questions {unknown} have no option mix in certified.questions (known: {known}): copy the "
-                "policy's certified_mix again, or name questions it certified"
-            )
-        types = {q: self.certified.questions[q].type for q in self.routing_questions}
-        unpicked = sorted(q for q, t in types.items() if SHAPE_OF_TYPE[t] not in PICKED_SHAPES)
-        if unpicked:
-            raise ValueError(f"routing_questions {unpicked} are of a type whose answers pick no single option")
-        options = sum(len(self.certified.questions[q].options) for q in self.routing_questions)
-        if options > MAX_ALARM_METRICS:
-            raise ValueError(
-                f"the routing questions have {options} options in all, but one alarm reads at most "
-                f"{MAX_ALARM_METRICS} metrics (CloudWatch metric math alarms): name fewer routing_questions"
-            )
-        return self
-
-    @property
-    def alarm_count(self) -> int:
-        """The rollback alarms this adds to each decision endpoint."""
-        return 1 + (1 if self.routing_questions else 0) + (1 if self.min_mean_label_mass is not None else 0)
 
 
 def decision_pattern(field: str, at_least: int = 0) -> str:
@@ -290,8 +254,3 @@ class DecisionShiftAlarms(Construct):
             datapoints_to_alarm=datapoints,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-
-
-def rollback_alarm_count(pool: Sequence[str], shift: DecisionShift | None) -> int:
-    """The rollback alarms of a decision endpoint: 5xx, latency (one per pool type), runtime, and the shift's."""
-    return 2 + len(pool) + (shift.alarm_count if shift is not None else 0)

@@ -22,15 +22,16 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
+from decision_spec.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
+from decision_spec.hosting_config import DEFAULT_HOSTING, ComponentsHosting, ServerlessHosting
 from decision_spec.instance_types import has_local_nvme
+from decision_spec.loop_config import ShadowCandidate
 from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
 
-from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.guardrails import deployment_config
-from stacks.hosting import DEFAULT_HOSTING, ComponentsHosting, ServerlessHosting
 from stacks.hosting_variants import component_deployment, component_variant, inference_component, serverless_variant
 from stacks.nag import acknowledge
-from stacks.shadow import ShadowCandidate, ShadowModel, shadow_variant
+from stacks.shadow import ShadowModel, shadow_variant
 
 VARIANT_NAME = "AllTraffic"
 # The namespaces SageMaker's agent writes an endpoint's (and its components') instance metrics to.

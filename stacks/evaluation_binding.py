@@ -15,8 +15,8 @@ from pathlib import Path
 
 import aws_cdk as cdk
 from decision_spec.answer_settings import contradictions, shown
+from decision_spec.environment_config import PLACEHOLDER_SHA256, ConfigError, EnvironmentConfig
 
-from stacks.config import PLACEHOLDER_SHA256, ConfigError, EnvironmentConfig
 from stacks.evaluation_config import Binding, fix_command, read_binding
 
 WARNING_ID = "decision-endpoints:evaluation"

@@ -13,11 +13,12 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from decision_spec.answer_settings import ArtifactAnswerSettings
 from decision_spec.evaluation_record import EvaluationConfig, parse_record
 from decision_spec.memory import ModelFootprint
 from pydantic import ValidationError
 
-from stacks.adapter_settings import ArtifactAnswerSettings, read_recorded
+from stacks.adapter_settings import read_recorded
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
-from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
+from decision_spec.environment_config import EnvironmentConfig
+from decision_spec.names import BUCKET_OUTPUT, COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
 
-from stacks.config import EnvironmentConfig
+from stacks.config import removal_policy
 from stacks.data_capture import expire_captures
 from stacks.model_artifacts import ModelArtifacts
 from stacks.repository import ImageRepository
@@ -66,7 +67,7 @@ class FoundationStack(cdk.Stack):
             description=f"Decision endpoints ({config.name}): key, image repository, model bucket, alarm topic",
             termination_protection=config.termination_protection,
         )
-        removal = config.cdk_removal_policy
+        removal = removal_policy(config)
 
         self.key = kms.Key(
             self,
@@ -136,7 +137,7 @@ class FoundationStack(cdk.Stack):
         for value in shared:
             self.export_value(value)
 
-        cdk.CfnOutput(self, "ModelBucketName", value=self.artifacts.bucket.bucket_name)
+        cdk.CfnOutput(self, BUCKET_OUTPUT, value=self.artifacts.bucket.bucket_name)
         cdk.CfnOutput(
             self,
             "ModelUploadUri",

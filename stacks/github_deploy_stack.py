@@ -55,9 +55,7 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
-
-from stacks.deployed_check_access import assume_check_role_statement
-from stacks.github_config import (
+from decision_spec.github_config import (
     BRANCH_ENVIRONMENT,
     GITHUB_OIDC_HOST,
     STS_AUDIENCE,
@@ -65,6 +63,9 @@ from stacks.github_config import (
     GitHubDeploy,
     diff_environment,
 )
+from decision_spec.names import stack_name
+
+from stacks.deployed_check_access import assume_check_role_statement
 from stacks.isolation import qualifier_of
 from stacks.nag import acknowledge
 
@@ -91,8 +92,8 @@ ENVIRONMENT_TAG = "environment"
 
 
 def environment_stacks(environment: str) -> str:
-    """The names of an environment's stacks (app.stack_name: DecisionEndpoints-<env>-<part>), as a pattern."""
-    return f"DecisionEndpoints-{environment}-*"
+    """The names of an environment's stacks (decision_spec.names.stack_name), as a pattern."""
+    return stack_name(environment, "*")
 
 
 def role_name(environment: str) -> str:

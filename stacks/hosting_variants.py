@@ -1,4 +1,5 @@
-"""The CloudFormation shapes of the components and serverless hosting modes (stacks/hosting.py says what each is).
+"""The CloudFormation shapes of the components and serverless hosting modes (decision_spec/hosting_config.py says
+what each is).
 
 A components endpoint's variant names an instance type and managed instance scaling, and no model: the model is an
 `AWS::SageMaker::InferenceComponent` on the variant, with the compute it reserves per copy, its startup timeouts and
@@ -12,10 +13,9 @@ from collections.abc import Sequence
 
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
-
-from stacks.endpoint_config import CpuEndpoint, GpuEndpoint
-from stacks.guardrails import Deployment
-from stacks.hosting import ComponentsHosting, ServerlessHosting
+from decision_spec.deployment_config import Deployment
+from decision_spec.endpoint_config import CpuEndpoint, GpuEndpoint
+from decision_spec.hosting_config import ComponentsHosting, ServerlessHosting
 
 CfnVariant = sagemaker.CfnEndpointConfig.ProductionVariantProperty
 ROUTING = "LEAST_OUTSTANDING_REQUESTS"  # a copy busy with a long prefill is not handed the next request

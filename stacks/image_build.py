@@ -29,8 +29,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+from decision_spec.environment_sections import DlcImages
 
-from stacks.config import DlcImages
 from stacks.nag import acknowledge, arn_finding, arn_prefix, ref_finding
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,10 @@
 """Invoker access (cdk.json `invoker_access`, off when absent): one managed policy per environment that may invoke
 exactly its real-time endpoints and their inference components (an invocation of a components endpoint names the
 component, and IAM checks both ARNs), and where `bearer_token` is on also mint SageMaker's bearer tokens for its
-OpenAI-compatible route; the policy's ARN is exported for applications to attach to their own roles."""
+OpenAI-compatible route; the policy's ARN is exported for applications to attach to their own roles.
+
+The section's model is decision_spec.environment_sections.InvokerAccess (the cdk.json schema).
+"""
 
 from __future__ import annotations
 
@@ -10,22 +13,11 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
-from decision_spec.config_base import FrozenConfig
-from pydantic import Field
 
 from stacks.nag import acknowledge
 
 INVOKE = "sagemaker:InvokeEndpoint"
 CALL_WITH_BEARER_TOKEN = "sagemaker:CallWithBearerToken"  # noqa: S105 - an IAM action, not a secret
-
-
-class InvokerAccess(FrozenConfig):
-    enabled: bool
-    bearer_token: bool = Field(
-        default=False,
-        description="Also allow sagemaker:CallWithBearerToken: tokens for SageMaker's /openai/v1 route "
-        "(docs/calling.md).",
-    )
 
 
 def sagemaker_arns(scope: Construct, endpoint_names: Sequence[str], component_names: Sequence[str]) -> list[str]:

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import aws_cdk as cdk
-
-from stacks.config import ConfigError
+from decision_spec.environment_config import ConfigError
 
 DEFAULT_QUALIFIER: str = cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
 

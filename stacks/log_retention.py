@@ -1,10 +1,14 @@
-"""The log retention periods CloudWatch Logs accepts, as cdk.json's `log_retention_days` names them."""
+"""The CDK's value for each log retention period CloudWatch Logs accepts (cdk.json's `log_retention_days`).
+
+The periods themselves, which the environment's validation accepts, are decision_spec.environment_sections'
+(LOG_RETENTION_DAYS); tests/stacks/test_config.py checks that this map has exactly those keys.
+"""
 
 from __future__ import annotations
 
 from aws_cdk import aws_logs as logs
 
-# CloudWatch Logs accepts only these retention periods (days).
+# CloudWatch Logs accepts only these retention periods (days): decision_spec's LOG_RETENTION_DAYS.
 LOG_RETENTION = {
     1: logs.RetentionDays.ONE_DAY,
     3: logs.RetentionDays.THREE_DAYS,
@@ -29,4 +33,3 @@ LOG_RETENTION = {
     3288: logs.RetentionDays.NINE_YEARS,
     3653: logs.RetentionDays.TEN_YEARS,
 }
-LOG_RETENTION_DAYS = frozenset(LOG_RETENTION)

@@ -4,6 +4,9 @@ memory the model, its decision contexts, the state cache and the runtime need (s
 
 from __future__ import annotations
 
+from decision_spec.endpoint_config import CpuEndpoint, GpuEndpoint
+from decision_spec.environment_config import ConfigError, EnvironmentConfig
+from decision_spec.hosting_config import ServerlessHosting
 from decision_spec.instance_types import is_gpu_instance
 from decision_spec.memory import (
     RUNTIME_OVERHEAD_MB,
@@ -13,10 +16,7 @@ from decision_spec.memory import (
     needed_parts,
 )
 
-from stacks.config import ConfigError, EnvironmentConfig
-from stacks.endpoint_config import CpuEndpoint, GpuEndpoint
 from stacks.evaluation_config import Binding
-from stacks.hosting import ServerlessHosting
 from stacks.instance_memory import HOST_RESERVED_MB, memory_of, smallest_fitting
 
 
@@ -60,7 +60,7 @@ def fit_model(config: EnvironmentConfig, binding: Binding | None) -> Environment
 def section_problems(key: str, settings: CpuEndpoint | GpuEndpoint, footprint: ModelFootprint) -> list[str]:
     """One sentence per instance type of the section (the pool's fallbacks too) that cannot hold the model."""
     if isinstance(settings.hosting, ServerlessHosting):
-        return []  # sized from the footprint at validation (stacks/hosting.py)
+        return []  # sized from the footprint at validation (decision_spec/hosting_config.py)
     cache_mb = settings.adapter.state_cache_mb if settings.adapter is not None else None
     contexts, ctx = settings.max_concurrency, settings.ctx_size
     needed = memory_needed_mb(

@@ -27,9 +27,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 from decision_spec import events
+from decision_spec.environment_sections import Alarms
 
 from stacks.component_scaling import NO_CAPACITY_METRIC
-from stacks.config import Alarms
 from stacks.decision_shift import ACTION_METRICS
 from stacks.endpoint import ServingEndpoint
 from stacks.log_retention import LOG_RETENTION

@@ -8,7 +8,7 @@ requests synthesize without deploying); the synth warning stays, and the preflig
 
 from __future__ import annotations
 
-from stacks.config import ConfigError, EnvironmentConfig
+from decision_spec.environment_config import ConfigError, EnvironmentConfig
 
 ALLOW_PLACEHOLDERS = "allow_placeholders"
 

@@ -17,23 +17,26 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 from decision_spec.answer_settings import ANSWER_VARIABLES
 from decision_spec.dlc_registry import console_domain
+from decision_spec.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
+from decision_spec.environment_config import IMAGE_FLAVOURS, EnvironmentConfig
 from decision_spec.evaluation_record import RECORD_OUTPUT
+from decision_spec.hosting_config import ComponentsHosting
+from decision_spec.names import component_name, endpoint_name
 
 from stacks.adapter_settings import answer_environment, options_environment
 from stacks.async_inference import AsyncDecisionEndpoint
 from stacks.autoscaling import EndpointAutoscaling
 from stacks.batch_transform import BatchTransformJobs
 from stacks.component_scaling import ComponentScaling, endpoint_scaling
-from stacks.config import IMAGE_FLAVOURS, EnvironmentConfig
+from stacks.config import removal_policy
 from stacks.dashboard import build_dashboard
 from stacks.data_capture import capture_config, grant_capture
 from stacks.decision_shift import DecisionShiftAlarms
 from stacks.deployed_check_access import CHECK_ROLE_OUTPUT, CheckRoleTrust, DeployedCheckRole
 from stacks.endpoint import ServingEndpoint
-from stacks.endpoint_config import ChatEndpoint, CpuEndpoint, GpuEndpoint
 from stacks.evaluation_config import Binding
 from stacks.foundation_stack import FoundationStack, alarm_topic_name
-from stacks.hosting import ComponentsHosting, component_name, hosted_memory_mb
+from stacks.hosting import hosted_memory_mb
 from stacks.image_build import BuiltImage, ImageBuild, dlc_image, grant_dlc_pull
 from stacks.invoker_access import InvokerPolicy
 from stacks.observability import EndpointAlarms, log_retention, overload_namespace
@@ -170,7 +173,7 @@ class ServingStack(cdk.Stack):
             image = images[IMAGE_FLAVOURS[section]]
             endpoint = self._endpoint(
                 section,
-                f"decision-{config.name}-{section}",
+                endpoint_name(config.name, section),
                 settings,
                 image.uri,
                 decision_environment(config, settings, image, evaluation),
@@ -255,7 +258,7 @@ class ServingStack(cdk.Stack):
             model_download_timeout_seconds=config.model.download_timeout_seconds,
             volume_key=foundation.key,
             log_retention=self.retention,
-            removal_policy=config.cdk_removal_policy,
+            removal_policy=removal_policy(config),
             data_capture=capture_config(capture, bucket=foundation.artifacts.bucket, key=foundation.key)
             if capture is not None
             else None,
@@ -386,6 +389,6 @@ class ServingStack(cdk.Stack):
                 repository=foundation.images.repository,
                 key=foundation.key,
                 log_retention=self.retention,
-                removal_policy=config.cdk_removal_policy,
+                removal_policy=removal_policy(config),
             )
             self.async_endpoint.model.node.add_dependency(self.preflight.resource)

@@ -1,13 +1,15 @@
 """A candidate served as a shadow variant of a decision endpoint: the `shadow` key of a `cpu` or `gpu` section.
 
+The key's model, and the refusals below, are decision_spec.loop_config's (ShadowCandidate, refuse_rolling).
+
 A candidate is another `model.tar.gz` in the model bucket: a new model, or the same GGUF with another
 calibration or policy in its manifest. SageMaker copies `sampling_percent` of the production requests to it
 (`ShadowProductionVariants`; the shadow's weight relative to the production variant's 1.0 is the share copied)
 and returns only the production answer to the caller; both variants' answers are captured, each under its
 variant name, and `decisionctl compare --shadow` pairs them (docs/loop.md).
 
-What SageMaker refuses is refused here, with the fix: at most one shadow per endpoint and then one production
-variant (one `shadow` object per section; the sections have one production variant), and no rolling update
+What SageMaker refuses is refused when cdk.json is read, with the fix: at most one shadow per endpoint and then one
+production variant (one `shadow` object per section; the sections have one production variant), and no rolling update
 of an endpoint with more than one variant (deployment guardrails' exclusions: a rolling deployment of a
 multi-variant endpoint is not supported), so a section with a shadow deploys blue/green.
 """
@@ -18,26 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aws_cdk import aws_sagemaker as sagemaker
-from pydantic import BaseModel, ConfigDict, Field
+from decision_spec.loop_config import ShadowCandidate
 
 SHADOW_VARIANT_NAME = "Shadow"
-
-
-class ShadowCandidate(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    s3_key: str = Field(
-        pattern=r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*\.tar\.gz$",
-        description="The candidate's model.tar.gz in the model bucket (decisionctl package-model --upload).",
-    )
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The sha256 of the GGUF inside it.")
-    sampling_percent: int = Field(ge=1, le=100, description="Share of production requests copied to the shadow.")
-    instance_type: str | None = Field(
-        default=None,
-        pattern=r"^ml\.[a-z][a-z0-9-]*\.[a-z0-9]+$",
-        description="The shadow's instance type; null: the production variant's first (priority 1) type.",
-    )
-    instance_count: int = Field(default=1, ge=1, le=100, description="Shadow instances (not autoscaled).")
 
 
 @dataclass(frozen=True)
@@ -47,16 +32,6 @@ class ShadowModel:
     candidate: ShadowCandidate
     model_data_url: str
     environment: Mapping[str, str]
-
-
-def refuse_rolling(strategy: str) -> None:
-    """A rolling deployment of a multi-variant endpoint is one of the guardrails' exclusions."""
-    if strategy == "rolling":
-        raise ValueError(
-            "a shadow variant makes the endpoint multi-variant, and SageMaker's deployment guardrails do not "
-            "roll a multi-variant endpoint (rolling update exclusions): set deployment.strategy to canary, "
-            "linear or all_at_once while the shadow runs, or remove shadow"
-        )
 
 
 def shadow_variant(

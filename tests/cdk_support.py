@@ -3,8 +3,8 @@
 Variants: the two environments of cdk.json as they are, and "variant": dev with the stock chat
 endpoint switched on, an existing alarm topic and a pinned (fictitious) account, so that the
 optional paths are synthesized and checked by cdk-nag and cfn-lint too. HOSTING_VARIANTS synthesize each hosting
-mode (stacks/hosting.py) of dev and prod, and "prod-full": prod's sections as components with every optional part
-that mode takes on (batch, async, decision shift, invoker access with bearer tokens, the GitHub stack).
+mode (decision_spec/hosting_config.py) of dev and prod, and "prod-full": prod's sections as components with every
+optional part that mode takes on (batch, async, decision shift, invoker access with bearer tokens, the GitHub stack).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
+from decision_spec.environment_config import EnvironmentConfig, load_environment
 
 from app import build_app
-from stacks.config import EnvironmentConfig, load_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANT_ACCOUNT = "123456789012"

@@ -119,13 +119,14 @@ def model_keys(annotation: Any) -> dict[str, Any] | str | None:
 
 
 def stack_names(environments: frozenset[str]) -> frozenset[str]:
-    """The resource names the stacks write as f"decision-{...}-..." / f"chat-{...}", for every value of each slot."""
-    from stacks.config import IMAGE_FLAVOURS
+    """The resource names the stacks write as f"decision-{...}-..." / f"chat-{...}" (in stacks/, and the names they
+    share with decisionctl in decision_spec/names.py), for every value of each slot."""
+    from decision_spec.environment_config import IMAGE_FLAVOURS
 
     slots = {"section": set(IMAGE_FLAVOURS), "chat.flavour": set(IMAGE_FLAVOURS.values())}
     env_values = set(environments) | set(ENV_PLACEHOLDERS)
     names: set[str] = set()
-    for source in sorted((ROOT / "stacks").glob("*.py")):
+    for source in [*sorted((ROOT / "stacks").glob("*.py")), ROOT / "containers" / "decision_spec" / "names.py"]:
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant)):
                 continue
@@ -163,16 +164,15 @@ def parser_commands() -> dict[str, argparse.ArgumentParser]:
 
 @cache
 def project() -> Project:
+    from decision_spec.environment_config import EnvironmentConfig
+    from decision_spec.github_config import GitHubDeploy
     from decisionctl.core.prices import load_prices
-
-    from stacks.config import EnvironmentConfig
-    from stacks.github_config import GitHubDeploy
 
     cdk_json = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))
     environments = cdk_json["context"]["environments"]
     env_keys = model_keys(EnvironmentConfig)
     assert isinstance(env_keys, dict)
-    for name, sub in env_keys.items():  # every section is switched by `enabled` (stacks/config.py)
+    for name, sub in env_keys.items():  # every section is switched by `enabled` (environment_config.py)
         if isinstance(sub, dict) and name != "dlc":
             sub.setdefault("enabled", None)
     context_keys: dict[str, Any] = {key: None for key in cdk_json["context"]}
@@ -236,7 +236,7 @@ def key_problems(fragment: Fragment, p: Project) -> Iterator[str]:
         yield f"`{token}`: cdk.json has no environment {parts[1]}"
     trees, rest = _trees_of(parts, p)
     if trees and not any(_resolves(tree, rest) for tree in trees):
-        yield f"`{token}`: no such key in cdk.json (stacks/config.py's models)"
+        yield f"`{token}`: no such key in cdk.json (decision_spec's models)"
 
 
 def _trees_of(parts: list[str], p: Project) -> tuple[list[Any], list[str]]:
@@ -298,7 +298,8 @@ def name_problems(fragment: Fragment, p: Project) -> Iterator[str]:
         glob = re.sub(r"<(?!env>|ENV>)[a-z]+>", "*", name)  # `chat-<env>-<flavour>`: any flavour
         if not any(fnmatch.fnmatchcase(known, glob) for known in p.resource_names):
             named = sorted(n for n in p.resource_names if "-<env>" in n)
-            yield f"`{name}`: no resource of the stacks (stacks/*.py) is named so; they name {', '.join(named)}"
+            where = "stacks/*.py, decision_spec/names.py"
+            yield f"`{name}`: no resource of the stacks ({where}) is named so; they name {', '.join(named)}"
 
 
 def region_problems(fragment: Fragment, p: Project) -> Iterator[str]:

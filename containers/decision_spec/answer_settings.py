@@ -67,6 +67,14 @@ class AnswerSettings(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
+class ArtifactAnswerSettings(AnswerSettings):
+    """The settings that change answers (AnswerSettings: the one model the adapter, decisionctl and the stacks read),
+    as cdk.json states them and the evaluation record holds them: strict, as every cdk.json section; null or absent:
+    not stated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
 # x_run reports every answer setting: REPORTED_AS's under their own names there, the others under theirs (a policy
 # records only REPORTED_AS's: the others were not measured into it). RunIdentity has a field for each.
 RUN_REPORTS = tuple(AnswerSettings.model_fields)

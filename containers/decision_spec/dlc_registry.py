@@ -4,7 +4,7 @@ The DLC images are published per region, mostly by account 763104351884, but opt
 China partition have registries of their own. Source: aws/deep-learning-containers
 `available_images.md`, "Region Availability" (the regions with general containers). A region that is
 not listed here stops synth rather than letting CodeBuild fail minutes later on an image it cannot pull.
-Plain data: synth (stacks/config.py, stacks/serving_stack.py) and `decisionctl pin-images` read this one table.
+Plain data: synth (environment_config.py, stacks/serving_stack.py) and `decisionctl pin-images` read this one table.
 """
 
 from __future__ import annotations

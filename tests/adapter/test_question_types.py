@@ -108,7 +108,7 @@ def test_a_labeled_case_reads_its_options_and_expected_answer_through_its_kind(
 
 
 def test_every_kind_says_an_answer_shape_every_reader_of_a_pick_handles() -> None:
-    from stacks.decision_shift import PICKED_SHAPES
+    from decision_spec.loop_config import PICKED_SHAPES
 
     assert get_args(contract.AnswerShape) == contract.ANSWER_SHAPES
     assert set(contract.SHAPE_OF_TYPE) == set(contract.QUESTION_TYPES)  # a new type says its shape in the contract

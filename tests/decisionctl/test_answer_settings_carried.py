@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 from decision_adapter.core.settings import AdapterSettings, SettingsError, adopt_answer_settings, load_adapter_settings
-from decision_spec.answer_settings import REPORTED_AS, AnswerSettings, shown, variable
+from decision_spec.answer_settings import REPORTED_AS, AnswerSettings, ArtifactAnswerSettings, shown, variable
+from decision_spec.environment_config import load_environment
 from decision_spec.manifest import Manifest, read_manifest, write_manifest
 from decision_spec.policy import Provenance, seal
 from decision_spec.schemas import RunIdentity
@@ -30,8 +31,7 @@ from decisionctl.core.served_calibration import check_run_served
 from decisionctl.review import decision_diff, deployed, recording, summary
 from decisionctl.review import record as records
 
-from stacks.adapter_settings import ArtifactAnswerSettings, answer_environment
-from stacks.config import load_environment
+from stacks.adapter_settings import answer_environment
 from stacks.evaluation_binding import AnswerSettingsContradicted, check_evaluation
 from tests.answer_settings_support import CARRIED
 from tests.cdk_support import cdk_context

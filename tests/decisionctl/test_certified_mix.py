@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from datetime import date
 
+from decision_spec.loop_config import DecisionShift
 from decision_spec.manifest import Manifest
 from decision_spec.policy import ACTIONS, content_version, verdict
 from decisionctl.certification.policies import from_results
 
-from stacks.decision_shift import DecisionShift
 from tests.policy_support import MODEL, keys_of, predictions, results_for, served
 
 

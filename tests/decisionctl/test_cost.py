@@ -8,16 +8,18 @@ import math
 from pathlib import Path
 
 import pytest
+from decision_spec.environment_config import load_environment
+from decision_spec.hosting_config import ServerlessHosting, serverless_memory_of
 from decision_spec.memory import ModelFootprint
 from decisionctl.commands import cli
 from decisionctl.core.prices import load_prices
 from decisionctl.load import costs
+from decisionctl.load.cost_job import CostOptions, UnknownEnvironment, price_profile
 
-from stacks.hosting import ServerlessHosting, serverless_memory_of
 from tests.cdk_support import ROOT, cdk_context
 
 PRICES = load_prices()
-DEV = costs.sections_of(cdk_context()["environments"]["dev"])[0]
+DEV = costs.sections_of(load_environment(cdk_context()["environments"], "dev"))[0]
 A = costs.Assumptions()
 
 
@@ -40,7 +42,7 @@ def test_dev_is_read_from_cdk_json_as_synth_sizes_it() -> None:
     )
     assert costs.CostedSection("cpu", "ml.c6i.xlarge", 1, False, memory, 4, "") == DEV
     assert memory == 1024
-    prod = costs.sections_of(cdk_context()["environments"]["prod"])
+    prod = costs.sections_of(load_environment(cdk_context()["environments"], "prod"))
     assert [s.name for s in prod] == ["cpu", "gpu"] and prod[1].serverless_memory_mb is None
     assert "CPU only" in prod[1].not_serverless and prod[0].not_serverless == ""  # prod's footprint is the decider's
     prod_cpu = cdk_context()["environments"]["prod"]
@@ -131,7 +133,16 @@ def test_a_profile_of_your_own_and_a_wrong_one(tmp_path: Path, capsys: pytest.Ca
     "footprint",
     [{"gguf_bytes": 0, "kv_bytes_per_token": 1}, {"gguf_bytes": 10}, {"gguf_bytes": "x", "kv_bytes_per_token": 1}],
 )
-def test_a_footprint_synth_would_refuse_is_named_not_a_crash(footprint: dict[str, object]) -> None:
-    dev = {**cdk_context()["environments"]["dev"], "model": {"footprint": footprint}}
-    [cpu] = costs.sections_of(dev)
-    assert cpu.serverless_memory_mb is None and "model.footprint is not valid" in cpu.not_serverless
+def test_a_footprint_synth_would_refuse_is_refused_with_synths_message(
+    footprint: dict[str, object], tmp_path: Path
+) -> None:
+    """cost reads the environment as synth does (decision_spec.environment_config.load_environment): one synth would
+    refuse is a usage error naming the key at fault, not a price."""
+    context = cdk_context()
+    context["environments"]["dev"]["model"]["footprint"] = footprint
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps({"context": context}))
+    with pytest.raises(
+        UnknownEnvironment, match=r"(?s)--env dev: synth would refuse it: .*environments\.dev\.model\.footprint"
+    ):
+        price_profile(CostOptions(env="dev", cdk_json=str(cdk_json), out=str(tmp_path)))

@@ -3,19 +3,17 @@ canary on the CPU endpoint and its GPU pool, which components hosting refuses at
 
 from __future__ import annotations
 
-import json
-
+from decision_spec.environment_config import EnvironmentConfig, load_environment
+from decision_spec.hosting_config import ComponentsHosting, refusals
 from decisionctl.core.prices import load_prices
 from decisionctl.load import costs
 from decisionctl.load.cost_job import CostOptions, price_profile
 
-from stacks.hosting import ComponentsHosting, refusals
-from tests.cdk_support import ROOT
+from tests.cdk_support import ROOT, cdk_context
 
 
-def prod() -> dict[str, object]:
-    environment: dict[str, object] = json.loads((ROOT / "cdk.json").read_text())["context"]["environments"]["prod"]
-    return environment
+def prod() -> EnvironmentConfig:
+    return load_environment(cdk_context()["environments"], "prod")
 
 
 def test_components_gives_up_the_canary_and_the_pool_synth_would_refuse() -> None:
@@ -26,7 +24,7 @@ def test_components_gives_up_the_canary_and_the_pool_synth_would_refuse() -> Non
     assert sections["gpu"].given_up("components") == ("the instance pool (fallback_instance_types)",)
     assert "the GPU (serverless is CPU only)" in sections["gpu"].given_up("serverless")
     assert sections["cpu"].given_up("instances") == ()
-    # the same settings are what synth refuses for components (stacks/hosting.py)
+    # the same settings are what synth refuses for components (decision_spec/hosting_config.py)
     hosting = ComponentsHosting(mode="components", cpu_cores_per_copy=2)
     cpu = refusals(hosting, gpu=False, pooled=False, shadow=False, strategy="canary", rollback_on_alarms=True,
                    scaling_enabled=True, min_instances=2)  # fmt: skip

@@ -17,11 +17,10 @@ import pytest
 from botocore.stub import ANY, Stubber
 from decision_adapter.serve import JsonFormatter
 from decision_spec import events
-from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX
+from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX, component_name
 from decisionctl.commands import logs as logs_command
 from decisionctl.operations.log_search import LogQuery, read_logs
 
-from stacks.hosting import component_name
 from tests.cdk_support import ROOT
 
 REGION = "us-west-2"
@@ -60,13 +59,6 @@ def page(*lines: str, token: str | None = None) -> dict[str, Any]:
     if token:
         found["nextToken"] = token
     return found
-
-
-def test_the_component_name_is_the_stacks(tmp_path: Path) -> None:
-    """The log groups' prefixes are decision_spec.names' (one definition); the component's name is built the same."""
-    from decisionctl.operations.deployed_names import component_name as ours
-
-    assert ours("dev", "cpu") == component_name("dev", "cpu")
 
 
 def test_decisions_and_rejections_paged_with_the_exact_request() -> None:

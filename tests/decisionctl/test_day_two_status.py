@@ -16,9 +16,9 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from decision_spec.evaluation_record import RECORD_OUTPUT
+from decision_spec.names import component_name
 from decisionctl.commands import status
 
-from stacks.hosting import component_name
 from tests.cdk_support import ROOT
 
 REGION = "us-west-2"

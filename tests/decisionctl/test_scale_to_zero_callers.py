@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from decision_spec.names import stack_name
 from decisionctl.commands import check_deployed, cli, options
 from decisionctl.review import deployed
 
@@ -127,7 +128,7 @@ def _args(**given: Any) -> Any:
 
 def test_check_deployed_takes_each_component_from_the_outputs(tmp_path) -> None:
     outputs = tmp_path / "outputs.json"
-    stack = deployed.serving_stack("dev")
+    stack = stack_name("dev", "Serving")
     written = {"CpuEndpointName": ENDPOINT, "CpuInferenceComponentName": COMPONENT, "GpuEndpointName": "g"}
     outputs.write_text(json.dumps({stack: written}))
     assert deployed.endpoints_from_outputs(outputs, "dev") == [ENDPOINT, "g"]

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from decision_spec.environment_config import ConfigError, load_environment
 
 from app import build_app
-from stacks.config import ConfigError, load_environment
 from stacks.observability import ACTION_COUNTS, action_pattern
 from tests.cdk_support import cdk_context, synthesize
 

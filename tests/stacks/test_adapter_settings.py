@@ -20,14 +20,14 @@ from typing import Any
 import annotated_types
 import pytest
 from decision_adapter.core.settings import AdapterSettings, load_adapter_settings
-from decision_spec.answer_settings import AnswerSettings, shown, variable
+from decision_spec.adapter_options import AdapterOptions
+from decision_spec.answer_settings import AnswerSettings, ArtifactAnswerSettings, shown, variable
 from decision_spec.decision_settings import DecisionSettings, setting_kind, settings_of_kind
+from decision_spec.environment_config import ConfigError, load_environment
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from app import build_app
-from stacks.adapter_settings import AdapterOptions, ArtifactAnswerSettings
-from stacks.config import ConfigError, load_environment
 from tests.answer_settings_support import CARRIED
 from tests.cdk_support import cdk_context
 
@@ -182,7 +182,7 @@ def test_synth_writes_both_kinds_into_the_decision_model(tmp_path: Path, monkeyp
     dev["model"]["answer_settings"] = answers
     dev["cpu"]["adapter"] = OPTIONS
     dev["cpu"]["shadow"] = {"s3_key": "models/candidate/model.tar.gz", "sha256": CANDIDATE_SHA, "sampling_percent": 10}
-    dev["cpu"]["hosting"] = {"mode": "instances"}  # a shadow needs its model on a variant (stacks/hosting.py)
+    dev["cpu"]["hosting"] = {"mode": "instances"}  # a shadow needs its model on a variant (hosting_config.py)
     dev["cpu"]["autoscaling"]["min_instances"] = 1
     outdir = tmp_path / "cdk.out"
     build_app("dev", context=context, outdir=str(outdir), root=root).synth()

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
+from decision_spec.environment_config import ConfigError, load_environment
 
 from app import build_app
 from stacks.batch_transform import LOG_DELIVERY_ACTIONS
-from stacks.config import ConfigError, load_environment
 from stacks.nag import MIN_REASON_LENGTH, acknowledged
 from tests.cdk_support import BATCH, bulk_context, cdk_context
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from decision_spec.dlc_registry import DLC_REGISTRY_ACCOUNTS
+from decision_spec.environment_config import ConfigError, EnvironmentConfig, load_environment
 from decision_spec.instance_types import has_local_nvme
 
 from app import build_app
-from stacks.config import ConfigError, EnvironmentConfig, load_environment
 from tests.cdk_support import cdk_context
 
 
@@ -300,3 +300,26 @@ def test_a_bake_shorter_than_the_alarm_window_is_refused(environments: dict[str,
 def test_the_provisioning_timeout_is_within_sagemakers_range(environments: dict[str, Any]) -> None:
     environments["dev"]["cpu"]["instance_provision_timeout_seconds"] = 120
     assert "environments.dev.cpu.instance_provision_timeout_seconds" in refused(environments)
+
+
+def test_the_log_retention_map_holds_exactly_the_accepted_periods() -> None:
+    """The periods validation accepts (decision_spec, no CDK) and those the stacks map to CDK's values are one set."""
+    from decision_spec.environment_sections import LOG_RETENTION_DAYS
+
+    from stacks.log_retention import LOG_RETENTION
+
+    assert set(LOG_RETENTION) == LOG_RETENTION_DAYS
+
+
+def test_synth_refuses_exactly_what_the_shared_loader_refuses() -> None:
+    """The one function that reads an environment lives in decision_spec, pure, so decisionctl can call it: synth
+    refuses a wrong environment with that function's very message."""
+    context = cdk_context()
+    context["environments"]["dev"]["gpu"] = {"enabled": True, "instance_type": "ml.c6i.xlarge"}
+    context["environments"]["dev"]["alarms"]["period_seconds"] = 30
+    with pytest.raises(ConfigError) as shared:
+        load_environment(copy.deepcopy(context["environments"]), "dev")
+    with pytest.raises(ConfigError) as synth:
+        build_app("dev", context=context)
+    assert str(synth.value) == str(shared.value)
+    assert str(shared.value).count("\n  environments.dev.") >= 2  # every key at fault, each on its line

@@ -22,7 +22,7 @@ import pytest
 from decision_spec import events
 from decision_spec.manifest import read_manifest, write_manifest
 from decision_spec.policy import Band, CertifiedMix, OptionMix, Policy, Provenance, seal, verdict
-from decisionctl.certification import bands
+from decisionctl.core import bands
 
 from app import build_app
 from stacks.decision_shift import action_shift_expression

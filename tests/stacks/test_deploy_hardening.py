@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from decision_spec.environment_config import ConfigError, load_environment
 
 from app import build_app
-from stacks.config import ConfigError, load_environment
 from stacks.isolation import check_isolation
 from tests.cdk_support import Synthesized, cdk_context, synthesize
 

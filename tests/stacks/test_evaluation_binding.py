@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from decision_spec.environment_config import PLACEHOLDER_SHA256, load_environment
 from decision_spec.evaluation_record import RECORD_SCHEMA, EvaluationConfig
 from pydantic import ValidationError
 
 from app import build_app
-from stacks.config import PLACEHOLDER_SHA256, load_environment
 from stacks.evaluation_binding import WARNING_ID, EvaluationError, check_evaluation
 from stacks.evaluation_config import read_binding
 from tests.cdk_support import cdk_context, variant_context

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from decision_adapter.launcher import DECIDER_DIR, MODEL_DIR, MODEL_FILE, MODEL_SHA256
+from decision_spec.environment_config import ConfigError
 from decision_spec.gguf_metadata import ModelMetadata
 from decision_spec.manifest import read_manifest
 from decision_spec.memory import RUNTIME_OVERHEAD_MB, STATE_CACHE_CAP_BYTES, STATE_CACHE_CONTEXTS, memory_needed_mb
 from decisionctl.commands import cli
 
 from app import build_app
-from stacks.config import ConfigError
 from stacks.instance_memory import HOST_RESERVED_MB, INSTANCE_MEMORY, smallest_fitting
 from stacks.model_fit import FootprintContradicted, InstanceTooSmall
 from tests.cdk_support import PROD_FOOTPRINT, ROOT

@@ -23,9 +23,10 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
+from decision_spec.environment_config import ConfigError
+from decision_spec.names import stack_name
 
-from app import build_app, stack_name
-from stacks.config import ConfigError
+from app import build_app
 from stacks.github_config import load_github
 from stacks.github_deploy_stack import GITHUB_DEPLOY_STACK, GitHubDeployStack, environment_stacks
 from stacks.nag import acknowledged

@@ -1,6 +1,6 @@
-"""Hosting modes (stacks/hosting.py): each mode of dev and prod synthesized (cdk-nag runs at synth and fails it on a
-finding; cfn-lint and checkov read the same templates in test_cfn_lint.py and test_checkov.py), the templates read
-for what each mode must hold, and the refusals of what a mode cannot do, each naming its fix."""
+"""Hosting modes (decision_spec/hosting_config.py): each mode of dev and prod synthesized (cdk-nag runs at synth and
+fails it on a finding; cfn-lint and checkov read the same templates in test_cfn_lint.py and test_checkov.py), the
+templates read for what each mode must hold, and the refusals of what a mode cannot do, each naming its fix."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
+from decision_spec.environment_config import ConfigError, load_environment
+from decision_spec.hosting_config import ServerlessHosting, serverless_memory_of
 from decision_spec.memory import memory_needed_mb
 
-from stacks.config import ConfigError, load_environment
-from stacks.hosting import ServerlessHosting, serverless_memory_of
 from tests.cdk_support import (
     BATCH,
     HOSTING_VARIANTS,

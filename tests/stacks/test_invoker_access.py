@@ -11,9 +11,9 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
+from decision_spec.environment_config import load_environment
 
 from app import build_app
-from stacks.config import load_environment
 from stacks.invoker_access import CALL_WITH_BEARER_TOKEN, INVOKE, InvokerPolicy, export_name, policy_name
 from tests.cdk_support import VARIANT_ACCOUNT, cdk_context, variant_context
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from cfnlint.api import ManualArgs, lint_file  # type: ignore[import-untyped]
+from decision_spec.deployment_config import MAX_ROLLBACK_ALARMS
+from decision_spec.environment_config import ConfigError, load_environment
+from decision_spec.loop_config import MAX_ALARM_METRICS, rollback_alarm_count
 
 from app import build_app
-from stacks.config import ConfigError, load_environment
-from stacks.decision_shift import MAX_ALARM_METRICS, rollback_alarm_count
-from stacks.guardrails import MAX_ROLLBACK_ALARMS
 from tests.cdk_support import CANDIDATE, POLICY, ROUTING, cdk_context, loop_context, variant_context
 
 

@@ -6,9 +6,9 @@ import copy
 from typing import Any
 
 import pytest
+from decision_spec.endpoint_config import Autoscaling, CpuEndpoint, GpuEndpoint
+from decision_spec.environment_config import ConfigError, load_environment
 
-from stacks.config import ConfigError, load_environment
-from stacks.endpoint_config import Autoscaling, CpuEndpoint, GpuEndpoint
 from tests.cdk_support import Synthesized, cdk_context
 
 # The CloudFormation value, spelt out: the SageMaker guide's name for the high-resolution (10 s) variant metric.

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 import yaml
+from decision_spec.github_config import APPROVAL_ENVIRONMENT, DEPLOY_BRANCH, diff_environment
 
-from stacks.github_config import APPROVAL_ENVIRONMENT, DEPLOY_BRANCH, diff_environment, load_github
+from stacks.github_config import load_github
 from stacks.github_deploy_stack import diff_role_variable, role_variable
 from tests.cdk_support import cdk_context
 

@@ -6,7 +6,9 @@ import argparse
 from datetime import timedelta
 from pathlib import Path
 
-from decisionctl.operations.deployed_names import DECISION_SECTIONS, ClientFor
+from decision_spec.environment_config import IMAGE_FLAVOURS
+
+from decisionctl.operations.deployed_names import ClientFor
 from decisionctl.operations.log_search import LOG_KINDS, LogQuery, read_logs
 
 
@@ -17,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "under a policy the answers per action. Request text is never shown."
     )
     p.add_argument("--env", required=True, help="the environment in cdk.json")
-    p.add_argument("--section", choices=DECISION_SECTIONS, help="one endpoint (default: each)")
+    p.add_argument("--section", choices=tuple(IMAGE_FLAVOURS), help="one endpoint (default: each)")
     p.add_argument(
         "--kind",
         action="append",

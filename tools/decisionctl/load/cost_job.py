@@ -7,13 +7,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from decision_spec.environment_config import ConfigError, load_environment
+
 from decisionctl import plots, tables
 from decisionctl.core.prices import BUILTIN, load_prices
 from decisionctl.load import costs
 
 
 class UnknownEnvironment(ValueError):
-    """--env names no environment of the cdk.json read (a usage error: the command reports it as argparse would)."""
+    """--env names no environment of the cdk.json read, or one synth refuses (decision_spec/environment_config.py's
+    message): a usage error, which the command reports as argparse would."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,11 @@ def price_profile(o: CostOptions) -> str:
     environments = json.loads(Path(o.cdk_json).read_text(encoding="utf-8"))["context"]["environments"]
     if o.env not in environments:
         raise UnknownEnvironment(f"--env {o.env}: no such environment in {o.cdk_json} ({', '.join(environments)})")
-    sections = costs.sections_of(environments[o.env])
+    try:
+        config = load_environment(environments, o.env)
+    except ConfigError as exc:
+        raise UnknownEnvironment(f"--env {o.env}: synth would refuse it: {exc}") from None
+    sections = costs.sections_of(config)
     assumptions = costs.Assumptions(
         seconds_per_decision=o.seconds_per_decision,
         wake_minutes=o.wake_minutes,

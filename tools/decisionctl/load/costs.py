@@ -1,5 +1,5 @@
-"""What each hosting mode (stacks/hosting.py) costs a month for a traffic profile, where the modes break even, and
-which one to choose: pure functions over a profile, a price table and the section's settings.
+"""What each hosting mode (decision_spec/hosting_config.py) costs a month for a traffic profile, where the modes break
+even, and which one to choose: pure functions over a profile, a price table and the section's settings.
 
 A profile is decisions per hour for each hour of the day, spread evenly within the hour, the same every day. One
 decision keeps its copy busy `seconds_per_decision`. The modes, priced over a month of 730 hours:
@@ -23,12 +23,13 @@ on them (no break-even at its shape), so each is also given for traffic spread e
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from decision_spec.memory import ModelFootprint, serverless_memory_mb
-from pydantic import ValidationError
+from decision_spec.endpoint_config import CpuEndpoint, GpuEndpoint
+from decision_spec.environment_config import EnvironmentConfig
+from decision_spec.memory import serverless_memory_mb
 
 from decisionctl.core.prices import PriceTable
 
@@ -265,61 +266,53 @@ def recommend(rows: Sequence[Row], section: str) -> Row:
     return min(offered, key=lambda r: (r.monthly, MODES.index(r.mode)))
 
 
-def sections_of(environment: Mapping[str, Any]) -> list[CostedSection]:
-    """The decision sections of one cdk.json environment (its raw context), as costing reads them: the serverless
-    memory as synth would size it (decision_spec/memory.py, as stacks/hosting.py does), or why a section cannot be
-    serverless."""
+def sections_of(config: EnvironmentConfig) -> list[CostedSection]:
+    """The decision sections of one environment, validated as synth validates it
+    (decision_spec/environment_config.py), as costing reads them: the serverless memory as synth would size it
+    (decision_spec/memory.py, as decision_spec/hosting_config.py does), or why a section cannot be serverless."""
     found = []
-    footprint = (environment.get("model") or {}).get("footprint")
-    for name in ("cpu", "gpu"):
-        raw = environment.get(name) or {}
-        if not raw.get("enabled"):
-            continue
+    footprint = config.model.footprint
+    for name, section in config.decision_endpoints.items():
         gpu = name == "gpu"
         memory, why = None, "serverless inference is CPU only" if gpu else ""
         if not gpu and footprint is None:
             why = "cdk.json's model.footprint is not set (the model's size sizes serverless memory)"
-        elif not gpu:
+        elif not gpu and footprint is not None:
             try:
-                sizes = ModelFootprint.model_validate(footprint)
                 memory = serverless_memory_mb(
                     None,
-                    sizes.gguf_bytes,
-                    sizes.kv_bytes_per_token,
-                    ctx_size=int(raw["ctx_size"]),
-                    contexts=int(raw["max_concurrency"]),
-                    state_cache_mb=(raw.get("adapter") or {}).get("state_cache_mb"),
+                    footprint.gguf_bytes,
+                    footprint.kv_bytes_per_token,
+                    ctx_size=section.ctx_size,
+                    contexts=section.max_concurrency,
+                    state_cache_mb=section.adapter.state_cache_mb if section.adapter else None,
                 )
-            except ValidationError:
-                why = "cdk.json's model.footprint is not valid (gguf_bytes, kv_bytes_per_token: whole numbers over 0)"
             except ValueError as exc:
                 why = str(exc).split(":")[0]  # "the model needs about N MB (...)"
-        scaling = raw.get("autoscaling") or {}
         found.append(
             CostedSection(
                 name,
-                str(raw["instance_type"]),
-                max(1, int(scaling.get("min_instances", 1))),
+                section.instance_type,
+                max(1, section.autoscaling.min_instances),
                 gpu,
                 memory,
-                int(raw.get("threads", 1)),
+                section.threads if isinstance(section, CpuEndpoint) else 1,
                 why,
-                given_up(environment, raw, gpu=gpu),
+                given_up(config, section, gpu=gpu),
             )
         )
     return found
 
 
 def given_up(
-    environment: Mapping[str, Any], raw: Mapping[str, Any], *, gpu: bool
+    config: EnvironmentConfig, section: CpuEndpoint | GpuEndpoint, *, gpu: bool
 ) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """What each mode cannot host of what the section's cdk.json asks for (synth refuses it there: stacks/hosting.py's
-    refusals), so that a cheaper mode is priced with what it gives up."""
-    deployment = raw.get("deployment") or {}
-    strategy, rollback = deployment.get("strategy", "all_at_once"), deployment.get("rollback_on_alarms", False)
-    pool = "the instance pool (fallback_instance_types)" if raw.get("fallback_instance_types") else None
-    shadow = "the shadow variant" if raw.get("shadow") else None
-    capture = "data capture" if (environment.get("data_capture") or {}).get("enabled") else None
+    """What each mode cannot host of what the section's cdk.json asks for (synth refuses it there:
+    decision_spec/hosting_config.py's refusals), so that a cheaper mode is priced with what it gives up."""
+    strategy, rollback = section.deployment.strategy, section.deployment.rollback_on_alarms
+    pool = "the instance pool (fallback_instance_types)" if section.fallback_instance_types else None
+    shadow = "the shadow variant" if section.shadow is not None else None
+    capture = "data capture" if config.data_capture is not None else None
     components = [pool, shadow, capture]
     if strategy in ("canary", "linear"):
         components.append(f"the {strategy} deployment with its bake (copies update in rolling batches)")
@@ -330,7 +323,7 @@ def given_up(
         serverless.append("the GPU (serverless is CPU only)")
     if strategy != "all_at_once":
         serverless.append(f"the {strategy} deployment")
-    instances = ["scaling to zero"] if int((raw.get("autoscaling") or {}).get("min_instances", 1)) == 0 else []
+    instances = ["scaling to zero"] if section.autoscaling.min_instances == 0 else []
     return (
         ("instances", tuple(instances)),
         ("components", tuple(x for x in components if x)),

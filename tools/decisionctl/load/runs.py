@@ -25,7 +25,8 @@ from decisionctl.transport import RetryPolicy, Sender
 
 BENCH_JSON = "bench.json"
 BENCH_PNG = "bench.png"
-# The stacks' config key (stacks/config.py, Autoscaling) a measured concurrency belongs in; a test checks both.
+# The cdk.json key (decision_spec/endpoint_config.py, Autoscaling) a measured concurrency belongs in; a test checks
+# both.
 SCALING_KEY = "autoscaling.target_concurrent_requests_per_instance"
 
 

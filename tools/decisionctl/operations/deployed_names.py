@@ -1,7 +1,5 @@
 """What an environment's deployed resources are called, from cdk.json: its region, its decision endpoints and their
-inference components, log groups, alarms and Serving stack. The stacks name them so (stacks/serving_stack.py,
-stacks/hosting.py, stacks/endpoint.py, stacks/observability.py); tests/decisionctl/test_day_two_names.py checks that
-both sides agree."""
+inference components, log groups, alarms and Serving stack, named by decision_spec.names as the stacks name them."""
 
 from __future__ import annotations
 
@@ -11,11 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decision_spec.names import COMPONENT_LOG_GROUP_PREFIX, ENDPOINT_LOG_GROUP_PREFIX
+from decision_spec.environment_config import load_environment
+from decision_spec.names import (
+    COMPONENT_LOG_GROUP_PREFIX,
+    ENDPOINT_LOG_GROUP_PREFIX,
+    component_name,
+    endpoint_name,
+    stack_name,
+)
 
 ClientFor = Callable[[str, str], Any]  # (AWS service, region) -> a boto3 client
-DECISION_SECTIONS = ("cpu", "gpu")
-STACK_PREFIX = "DecisionEndpoints"
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class Deployed:
 
     @property
     def serving_stack(self) -> str:
-        return f"{STACK_PREFIX}-{self.environment}-Serving"
+        return stack_name(self.environment, "Serving")
 
     @property
     def alarm_prefix(self) -> str:
@@ -61,30 +64,22 @@ class Deployed:
         return found
 
 
-def endpoint_name(environment: str, section: str) -> str:
-    return f"decision-{environment}-{section}"
-
-
-def component_name(environment: str, section: str) -> str:
-    return f"decision-{environment}-{section}-model"
-
-
 def load(cdk_json: Path, environment: str) -> Deployed:
-    """The environment's names from cdk.json; ValueError names what is missing."""
+    """The environment's names from cdk.json, validated as synth validates it (decision_spec/environment_config.py);
+    ValueError names what is missing or wrong."""
     try:
         environments: dict[str, Any] = json.loads(cdk_json.read_text(encoding="utf-8"))["context"]["environments"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{cdk_json}: no context.environments to read ({exc})") from exc
-    raw = environments.get(environment)
-    if not isinstance(raw, dict):
-        raise ValueError(f"{cdk_json}: no environment {environment!r} (known: {', '.join(environments)})")
-    sections = []
-    for name in DECISION_SECTIONS:
-        block = raw.get(name) or {}
-        if not block.get("enabled"):
-            continue
-        hosting = (block.get("hosting") or {}).get("mode", "instances")
-        component = component_name(environment, name) if hosting == "components" else None
-        sections.append(Section(name, endpoint_name(environment, name), component, hosting))
-    record = (raw.get("evaluation") or {}).get("record")
-    return Deployed(environment, str(raw["region"]), tuple(sections), record, cdk_json.resolve().parent)
+    config = load_environment(environments, environment)  # ConfigError, a ValueError, with synth's message
+    sections = tuple(
+        Section(
+            name,
+            endpoint_name(environment, name),
+            component_name(environment, name) if section.hosting.mode == "components" else None,
+            section.hosting.mode,
+        )
+        for name, section in config.decision_endpoints.items()
+    )
+    record = config.evaluation.record if config.evaluation else None
+    return Deployed(environment, config.region, sections, record, cdk_json.resolve().parent)

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from decision_spec.evaluation_record import parse_record
+from decision_spec.names import BUCKET_OUTPUT, stack_name
 
 from decisionctl.core.served import served_sha256, version_with
-from decisionctl.operations.deployed_names import STACK_PREFIX, ClientFor, load
-
-BUCKET_OUTPUT = "ModelBucketName"  # the Foundation stack's output (stacks/foundation_stack.py)
+from decisionctl.operations.deployed_names import ClientFor, load
 
 
 class RollbackRefused(ValueError):
@@ -93,7 +92,7 @@ def roll_back(
             + "\n  ".join(problems)
             + "\n  record the previous artifact's evaluation again (byom.md step 10) and commit it with the rollback"
         )
-    bucket = _output(cloudformation, f"{STACK_PREFIX}-{environment}-Foundation", BUCKET_OUTPUT)
+    bucket = _output(cloudformation, stack_name(environment, "Foundation"), BUCKET_OUTPUT)
     _artifact_present(client("s3", region), bucket, model["s3_key"])
     done = Rollback()
     done.lines.append(
@@ -112,7 +111,7 @@ def roll_back(
         done.lines.append("run again with --write to put them back into the working tree")
     done.lines.append(
         f"then commit and deploy as any change (the pipeline, or bin/cdk deploy -c env={environment} "
-        f"'{STACK_PREFIX}-{environment}-*'): the same guardrails and rollback alarms apply, and synth checks that "
+        f"'{stack_name(environment, '*')}'): the same guardrails and rollback alarms apply, and synth checks that "
         "the record binds"
     )
     return done

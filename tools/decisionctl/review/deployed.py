@@ -17,6 +17,7 @@ from typing import Any
 
 from decision_spec.answer_settings import contradictions, run_answer_settings, shown
 from decision_spec.evaluation_record import EvaluationTolerance
+from decision_spec.names import stack_name
 
 from decisionctl.core import scoring
 from decisionctl.core.cases import case_digest, parse_suite
@@ -43,18 +44,13 @@ class DeployedError(ValueError):
     """What to check cannot be found: no such stack in the outputs file, or no decision endpoint in it."""
 
 
-def serving_stack(environment: str) -> str:
-    """The Serving stack's name (app.stack_name(environment, "Serving"); app.py is not imported: it pulls the CDK)."""
-    return f"DecisionEndpoints-{environment}-Serving"
-
-
 def endpoints_from_outputs(path: Path, environment: str) -> list[str]:
     """The decision endpoints' names in the file `cdk deploy --outputs-file` writes ({stack: {output: value}})."""
     try:
         outputs = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise DeployedError(f"{path}: not readable as cdk deploy's outputs file ({exc})") from exc
-    stack = serving_stack(environment)
+    stack = stack_name(environment, "Serving")
     if not isinstance(outputs, dict) or not isinstance(outputs.get(stack), dict):
         known = ", ".join(sorted(outputs)) if isinstance(outputs, dict) else "none"
         raise DeployedError(f"{path}: no outputs of stack {stack} (stacks there: {known or 'none'})")
@@ -67,7 +63,7 @@ def endpoints_from_outputs(path: Path, environment: str) -> list[str]:
 def components_from_outputs(path: Path, environment: str) -> dict[str, str]:
     """Endpoint name -> its inference component, for the decision endpoints hosted as components in the outputs file
     (endpoints_from_outputs has read it already)."""
-    outputs = json.loads(path.read_text(encoding="utf-8"))[serving_stack(environment)]
+    outputs = json.loads(path.read_text(encoding="utf-8"))[stack_name(environment, "Serving")]
     return {
         str(outputs[endpoint]): str(outputs[component])
         for endpoint, component in COMPONENT_OUTPUTS.items()

@@ -1,6 +1,6 @@
 """The endpoint sections of cdk.json (`cpu`, `gpu`, `chat`): instance pools, limits, scaling and guardrails.
 
-Validated as part of an environment by stacks/config.py, which names every key at fault; these classes check
+Validated as part of an environment by environment_config.py, which names every key at fault; these classes check
 what one section can see of itself (instance families, the pool, the fleet its deployment steps need).
 """
 
@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from decision_spec.adapter_options import AdapterOptions
 from decision_spec.config_base import FrozenConfig
 from decision_spec.decision_settings import Contexts, QueueLength
+from decision_spec.deployment_config import Deployment
+from decision_spec.hosting_config import DEFAULT_HOSTING, Hosting, refusals
 from decision_spec.instance_types import (
     InstanceType,
     check_cuda_coverage,
@@ -17,12 +22,7 @@ from decision_spec.instance_types import (
     instance_kind,
     is_gpu_instance,
 )
-from pydantic import Field, ValidationInfo, field_validator, model_validator
-
-from stacks.adapter_settings import AdapterOptions
-from stacks.guardrails import Deployment
-from stacks.hosting import DEFAULT_HOSTING, Hosting, refusals
-from stacks.shadow import ShadowCandidate, refuse_rolling
+from decision_spec.loop_config import ShadowCandidate, refuse_rolling
 
 
 class Autoscaling(FrozenConfig):
@@ -76,7 +76,7 @@ class _Endpoint(FrozenConfig):
     instance_provision_timeout_seconds: int = Field(
         ge=300, le=3600, description="VariantInstanceProvisionTimeoutInSeconds: capacity search, pool types included."
     )
-    deployment: Deployment = Field(description="How updates reach traffic (stacks/guardrails.py).")
+    deployment: Deployment = Field(description="How updates reach traffic (deployment_config.py).")
 
     @field_validator("deployment")
     @classmethod
@@ -125,14 +125,15 @@ class _DecisionEndpoint(_Endpoint):
     max_concurrency: Contexts = Field(description="DECISION_MAX_CONCURRENCY: model contexts evaluating at once.")
     max_queue: QueueLength = Field(description="DECISION_MAX_QUEUE: waiting requests before 429.")
     adapter: AdapterOptions | None = Field(
-        default=None, description="The adapter's settings that leave answers alone (stacks/adapter_settings.py)."
+        default=None, description="The adapter's settings that leave answers alone (adapter_options.py)."
     )
     shadow: ShadowCandidate | None = Field(
-        default=None, description="A candidate served as the endpoint's shadow variant (stacks/shadow.py)."
+        default=None,
+        description="A candidate served as the endpoint's shadow variant (loop_config.py, stacks/shadow.py).",
     )
     hosting: Hosting = Field(
         default=DEFAULT_HOSTING,
-        description="instances (default), components (scales to zero) or serverless (stacks/hosting.py).",
+        description="instances (default), components (scales to zero) or serverless (hosting_config.py).",
     )
 
     @model_validator(mode="after")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import BaseModel, Field, ValidationInfo
+
 from decision_spec.config_base import FrozenConfig
 from decision_spec.instance_types import InstanceType, instance_kind, is_gpu_instance
-from pydantic import BaseModel, Field, ValidationInfo
 
 # Keys in cdk.json; `async` is a Python keyword, so EnvironmentConfig holds it as async_inference.
 BULK_SECTIONS = ("batch", "async")
