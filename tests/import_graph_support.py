@@ -189,3 +189,19 @@ def constants(modules: dict[str, Path] = MODULES) -> dict[str, list[str]]:
 def copies_across_packages(found: dict[str, list[str]]) -> dict[str, list[str]]:
     """The constants bound in more than one top-level package: a default or a name written twice."""
     return {name: modules for name, modules in found.items() if len({m.split(".")[0] for m in modules}) > 1}
+
+
+def function_bodies(modules: dict[str, Path] = MODULES) -> dict[tuple[str, str], list[str]]:
+    """Each public module-level function, keyed by its name and its body (docstring aside), and the modules that
+    define it so; the stand-alone Lambda handlers' are left out."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for module, path in modules.items():
+        if module.startswith(STANDALONE):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                body = node.body
+                if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                    body = body[1:]  # the docstring
+                found.setdefault((node.name, ast.dump(ast.Module(body=body, type_ignores=[]))), []).append(module)
+    return found

@@ -21,6 +21,7 @@ from tests.import_graph_support import (
     cycle,
     floors,
     folder_of,
+    function_bodies,
     package_cycle,
     type_names,
 )
@@ -159,6 +160,27 @@ def test_no_constant_is_written_in_two_packages() -> None:
     assert copies_across_packages(constants()) == {}
     within = {name: ms for name, ms in constants().items() if name.startswith("EXIT_") and len(ms) > 1}
     assert within == {}  # decisionctl's exit statuses: once, in exit_codes (five modules bound EXIT_FAILED before)
+
+
+def test_no_function_is_written_in_two_packages() -> None:
+    """A function the adapter, the stacks and decisionctl all need is defined once, in decision_spec: one of the same
+    name and body in two packages is a copy (decisionctl's and the stacks' component_name, the stacks' endpoint and
+    stack names written again by decisionctl, before issue 47)."""
+    copies = {name: ms for (name, _), ms in function_bodies().items() if len({m.split(".")[0] for m in ms}) > 1}
+    assert copies == {}
+
+
+def test_a_copied_function_is_seen(tmp_path: Path) -> None:
+    """The check above can fail: the same naming function in the stacks and decisionctl, docstrings apart, is found."""
+    (tmp_path / "a.py").write_text('def component_name(env, section):\n    return f"decision-{env}-{section}-model"\n')
+    (tmp_path / "b.py").write_text(
+        'def component_name(env, section):\n    """Named as the stacks name it."""\n'
+        '    return f"decision-{env}-{section}-model"\n\ndef other():\n    return 1\n'
+    )
+    found = function_bodies({"stacks.hosting": tmp_path / "a.py", "decisionctl.names": tmp_path / "b.py"})
+    assert [ms for (name, _), ms in found.items() if name == "component_name"] == [
+        ["stacks.hosting", "decisionctl.names"]
+    ]
 
 
 def test_a_copied_constant_is_seen(tmp_path: Path) -> None:
