@@ -1,35 +1,11 @@
-"""The CDK's value for each log retention period CloudWatch Logs accepts (cdk.json's `log_retention_days`).
-
-The periods themselves, which the environment's validation accepts, are decision_spec.environment_sections'
-(LOG_RETENTION_DAYS); tests/stacks/test_config.py checks that this map has exactly those keys.
-"""
+"""The CDK's value for each log retention period CloudWatch Logs accepts (cdk.json's `log_retention_days`): the
+periods and their names are decision_spec.environment_sections' (LOG_RETENTION_PERIODS), looked up in CDK's enum."""
 
 from __future__ import annotations
 
 from aws_cdk import aws_logs as logs
+from decision_spec.environment_sections import LOG_RETENTION_PERIODS
 
-# CloudWatch Logs accepts only these retention periods (days): decision_spec's LOG_RETENTION_DAYS.
-LOG_RETENTION = {
-    1: logs.RetentionDays.ONE_DAY,
-    3: logs.RetentionDays.THREE_DAYS,
-    5: logs.RetentionDays.FIVE_DAYS,
-    7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS,
-    30: logs.RetentionDays.ONE_MONTH,
-    60: logs.RetentionDays.TWO_MONTHS,
-    90: logs.RetentionDays.THREE_MONTHS,
-    120: logs.RetentionDays.FOUR_MONTHS,
-    150: logs.RetentionDays.FIVE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS,
-    365: logs.RetentionDays.ONE_YEAR,
-    400: logs.RetentionDays.THIRTEEN_MONTHS,
-    545: logs.RetentionDays.EIGHTEEN_MONTHS,
-    731: logs.RetentionDays.TWO_YEARS,
-    1096: logs.RetentionDays.THREE_YEARS,
-    1827: logs.RetentionDays.FIVE_YEARS,
-    2192: logs.RetentionDays.SIX_YEARS,
-    2557: logs.RetentionDays.SEVEN_YEARS,
-    2922: logs.RetentionDays.EIGHT_YEARS,
-    3288: logs.RetentionDays.NINE_YEARS,
-    3653: logs.RetentionDays.TEN_YEARS,
+LOG_RETENTION: dict[int, logs.RetentionDays] = {
+    days: logs.RetentionDays[name] for days, name in LOG_RETENTION_PERIODS.items()
 }

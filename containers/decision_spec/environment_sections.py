@@ -13,11 +13,15 @@ from decision_spec.answer_settings import ArtifactAnswerSettings
 from decision_spec.config_base import FrozenConfig
 from decision_spec.memory import ModelFootprint
 
-# The retention periods CloudWatch Logs accepts (days), as `log_retention_days` names them (stacks/log_retention.py
-# maps each to CDK's RetentionDays).
-LOG_RETENTION_DAYS = frozenset(
-    (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
-)
+# The retention periods CloudWatch Logs accepts, as `log_retention_days` names them (days), and the name of each in
+# CDK's aws_logs.RetentionDays (stacks/log_retention.py looks it up there).
+LOG_RETENTION_PERIODS = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH", 60: "TWO_MONTHS",
+    90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS", 365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1096: "THREE_YEARS", 1827: "FIVE_YEARS",
+    2192: "SIX_YEARS", 2557: "SEVEN_YEARS", 2922: "EIGHT_YEARS", 3288: "NINE_YEARS", 3653: "TEN_YEARS",
+}  # fmt: skip
+LOG_RETENTION_DAYS = frozenset(LOG_RETENTION_PERIODS)
 
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 ImageDigest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]

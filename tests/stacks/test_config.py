@@ -302,13 +302,23 @@ def test_the_provisioning_timeout_is_within_sagemakers_range(environments: dict[
     assert "environments.dev.cpu.instance_provision_timeout_seconds" in refused(environments)
 
 
-def test_the_log_retention_map_holds_exactly_the_accepted_periods() -> None:
-    """The periods validation accepts (decision_spec, no CDK) and those the stacks map to CDK's values are one set."""
-    from decision_spec.environment_sections import LOG_RETENTION_DAYS
+def test_each_accepted_retention_period_is_cdks_of_that_many_days() -> None:
+    """The periods validation accepts are written once (decision_spec, no CDK), each with its name in CDK's enum: the
+    value synth writes for it is that many days."""
+    import aws_cdk as cdk
+    from aws_cdk import assertions
+    from aws_cdk import aws_logs as logs
+    from decision_spec.environment_sections import LOG_RETENTION_PERIODS
 
     from stacks.log_retention import LOG_RETENTION
 
-    assert set(LOG_RETENTION) == LOG_RETENTION_DAYS
+    assert set(LOG_RETENTION) == set(LOG_RETENTION_PERIODS) and len(LOG_RETENTION_PERIODS) == 22
+    stack = cdk.Stack(cdk.App(), "Retention")
+    for days, value in LOG_RETENTION.items():
+        logs.LogGroup(stack, f"G{days}", retention=value)
+    written = [g["Properties"]["RetentionInDays"] for g in assertions.Template.from_stack(stack).find_resources(
+        "AWS::Logs::LogGroup").values()]  # fmt: skip
+    assert sorted(written) == sorted(LOG_RETENTION_PERIODS)
 
 
 def test_synth_refuses_exactly_what_the_shared_loader_refuses() -> None:
