@@ -13,7 +13,7 @@ from decision_spec.policy import Policy, Verdict, verdict
 from decision_spec.question_types import kind_of
 from decision_spec.schemas import AnyQuestion, DecisionResponse, RequestRun, Timings, Usage
 
-from .outcomes import DecisionOutcome
+from .outcomes import DecisionOutcome, Scored
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class Answered:
     questions: dict[str, AnyQuestion]  # in the request's order
     outcome: DecisionOutcome
     verdicts: dict[str, Verdict]  # question id -> its action and reason under the served policy; empty without one
+    extensions: dict[str, dict[str, Any]]  # question id -> its x_ fields, the same in every dialect (made once)
     run: RequestRun
     latency_ms: float
     shared: bool = False  # a shared endpoint withholds what tells whether another caller's state was evaluated first
@@ -64,12 +65,12 @@ def answered(
                 out_of_scope=scored.out_of_scope,
                 input_flags=scored.input_flags,
             )
-    return Answered(model, questions, outcome, verdicts, run, latency_ms, shared)
+    extensions = {qid: _extensions(q, outcome.answers[qid], verdicts.get(qid)) for qid, q in questions.items()}
+    return Answered(model, questions, outcome, verdicts, extensions, run, latency_ms, shared)
 
 
-def extensions_of(answered: Answered, qid: str) -> dict[str, Any]:
+def _extensions(question: AnyQuestion, scored: Scored, taken: Verdict | None) -> dict[str, Any]:
     """One answer's x_ fields (schemas.AnswerExtensions), the same in every dialect."""
-    scored = answered.outcome.answers[qid]
     extensions: dict[str, Any] = {
         "x_margin": round(contract.margin(scored.probs), 6),
         "x_options_sha256": scored.options_sha256,
@@ -79,9 +80,8 @@ def extensions_of(answered: Answered, qid: str) -> dict[str, Any]:
         "x_out_of_scope": scored.out_of_scope,
         "x_input_flags": list(scored.input_flags) or None,
     }
-    if answered.questions[qid].x_slot_probabilities:
+    if question.x_slot_probabilities:
         extensions["x_slot_probabilities"] = scored.slot_probabilities
-    taken = answered.verdicts.get(qid)
     if taken is not None:
         extensions |= {"x_action": taken.action, "x_action_reason": taken.reason}
     return extensions
@@ -94,7 +94,7 @@ def decision_response(answered: Answered) -> DecisionResponse:
         model=answered.model,
         answers={
             qid: kind_of(q.type).answer(
-                q, outcome.answers[qid].keys, outcome.answers[qid].probs, extensions_of(answered, qid)
+                q, outcome.answers[qid].keys, outcome.answers[qid].probs, answered.extensions[qid]
             )
             for qid, q in answered.questions.items()
         },

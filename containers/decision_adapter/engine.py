@@ -129,17 +129,24 @@ class DecisionEngine:
         source = self._load_prefix(prefix)
         t2 = time.perf_counter()
         answers = {}
-        self._deadline.check("the input flags")
-        lines = normalized_strings(request.state_strings)  # once, for both flags that read words
-        flagged = state_flags(request.state_strings, lines, self.rt.has_control_string) | flags_raised(lines)
+        flagged: frozenset[InputFlag] | None = None  # the state's flags, read at the first question not in the memo
+
+        def fresh(qid: str, plan: DecisionEngine._Plan) -> Scored:
+            nonlocal flagged
+            if flagged is None:
+                self._deadline.check("the input flags")
+                lines = normalized_strings(request.state_strings)  # once, for both flags that read words
+                flagged = state_flags(request.state_strings, lines, self.rt.has_control_string) | flags_raised(lines)
+            return self._flagged(self._score_question(prefix, plan), flagged, request.strings[qid])
+
         for qid, plan in plans.items():
             self._deadline.check("the next question")
             if memo is None:
-                answers[qid] = self._flagged(self._score_question(prefix, plan), flagged, request.strings[qid])
+                answers[qid] = fresh(qid, plan)
                 continue
             key = memo_key(request.state, qid, plan.question)
             if key not in memo:
-                memo[key] = self._flagged(self._score_question(prefix, plan), flagged, request.strings[qid])
+                memo[key] = fresh(qid, plan)
             answers[qid] = memo[key]
         t3 = time.perf_counter()
         evaluated = self.rt.tokens_decoded - decoded_before

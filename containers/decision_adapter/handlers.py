@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 
 from . import bulk, openai_decisions
 from . import openai_schemas as oa
-from .answers import Answered, answered, decision_response, extensions_of
+from .answers import Answered, answered, decision_response
 from .asked import Asked, asked_of
 from .core.errors import AdapterError, ModelNotServed
 from .outcomes import DecisionOutcome
@@ -128,11 +128,11 @@ def _log_decision(s: ModelService, request: Asked, done: Answered, *, request_id
     outcome = done.outcome
     questions = []
     for qid, question in done.questions.items():
-        scored, extensions = outcome.answers[qid], extensions_of(done, qid)
+        scored = outcome.answers[qid]
         item: dict[str, Any] = {
             "id": qid,
             "type": question.type,
-            "margin": extensions["x_margin"],
+            "margin": done.extensions[qid]["x_margin"],
             "options_sha256": scored.options_sha256,
         }
         item |= kind_of(question.type).log_fields(scored.keys, scored.probs)

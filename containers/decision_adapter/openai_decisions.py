@@ -22,7 +22,7 @@ from decision_spec.question_types import kind_of
 from decision_spec.schemas import AnyQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, Text
 
 from . import openai_schemas as oa
-from .answers import Answered, extensions_of
+from .answers import Answered
 from .asked import Asked, asked
 from .core.errors import InvalidRequest
 
@@ -176,7 +176,7 @@ def parse(body: oa.DecisionCreate) -> Parsed:
 def answer_of(parsed: Parsed, answered: Answered, qid: str) -> oa.OpenAIAnswer:
     """One answer in OpenAI's shape, from the scored options: its type's, or a refusal where the policy declined it
     because the model did (REFUSAL_REASONS)."""
-    name, extensions = parsed.names[qid], extensions_of(answered, qid)
+    name, extensions = parsed.names[qid], answered.extensions[qid]
     taken = answered.verdicts.get(qid)
     if taken is not None and taken.action == "abstain" and taken.reason in REFUSAL_REASONS:
         return oa.OpenAIRefusalAnswer(name=name, **extensions)

@@ -8,7 +8,7 @@ import re
 from typing import cast
 
 from decision_adapter import handlers
-from decision_adapter.answers import Answered
+from decision_adapter.answers import answered
 from decision_adapter.outcomes import DecisionOutcome, Scored
 from decision_spec import events
 from decision_spec.schemas import DecisionRequest, RequestRun
@@ -54,7 +54,7 @@ def test_a_decision_lines_counts_carry_the_names_the_filters_read() -> None:
         evaluated_tokens=2,
         state_source="computed",
     )
-    done = Answered("m", dict(questions), outcome, {}, cast(RequestRun, None), 1.0)
+    done = answered(model="m", questions=dict(questions), outcome=outcome, run=cast(RequestRun, None), latency_ms=1.0)
     counts = handlers.shift_counts(done)
     assert counts == {
         events.PICKED_FIELD: {events.picked_key(SHA, 1): 1, events.picked_key(SHA[::-1], 1): 1},
