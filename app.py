@@ -14,10 +14,10 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from decision_spec.environment_config import DEFAULT_ENVIRONMENT, ConfigError, EnvironmentConfig, load_environment
-from decision_spec.github_config import BRANCH_ENVIRONMENT, GitHubDeploy
+from decision_spec.github_config import GitHubDeploy
 from decision_spec.names import stack_name
 
-from stacks.deployed_check_access import CheckRoleTrust
+from stacks.deployed_check_access import CHECKED_ENVIRONMENTS, CheckRoleTrust
 from stacks.evaluation_binding import check_evaluation, warn_unbound
 from stacks.foundation_stack import FoundationStack
 from stacks.github_config import load_github
@@ -80,11 +80,12 @@ def build_app(
 
 
 def _deployed_check(github: GitHubDeploy | None, environment: str) -> CheckRoleTrust | None:
-    """Who may assume the environment's deployed-check role: only the pipeline's branch-deployed environment has one,
-    for its GitHub role in the GitHub stack's account (stacks/deployed_check_access.py)."""
-    if github is None or environment != BRANCH_ENVIRONMENT:
+    """Who may assume the environment's deployed-check role: each environment deploy.yml deploys and then checks
+    (the branch-deployed one and the approval-gated one) has one, for its GitHub role in the GitHub stack's account
+    (stacks/deployed_check_access.py)."""
+    if github is None or environment not in CHECKED_ENVIRONMENTS:
         return None
-    # Unpinned only where the branch environment is itself the GitHub stack's home: then both are in one account.
+    # Unpinned only where the environment is itself the GitHub stack's home: then both are in one account.
     return CheckRoleTrust(account=github.home_target.account, github_role=role_name(environment))
 
 

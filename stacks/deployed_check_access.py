@@ -1,15 +1,18 @@
-"""How `decisionctl check-deployed` reaches the branch environment's decision endpoints after its deployment.
+"""How `decisionctl check-deployed` reaches an environment's decision endpoints after the pipeline deployed it.
 
 SageMaker addresses an endpoint by name within the caller's own account and honours no endpoint policy for a direct
-InvokeEndpoint (an endpoint policy admits other accounts only through an inference router), so the dev GitHub role,
-which lives in the GitHub stack's account (prod's), cannot describe or invoke dev's endpoints in dev's account
-itself. Instead dev's Serving stack creates, where `context.github` is set, a role of dev's own account,
-`decision-dev-deployed-check` (`DeployedCheckRole`): trusted by the GitHub stack's account only for the dev GitHub
-role (`aws:PrincipalArn`), for an hour, allowed to describe and invoke exactly dev's decision endpoints by name and
-nothing else. The dev GitHub role may assume exactly that role besides its bootstrap roles
+InvokeEndpoint (an endpoint policy admits other accounts only through an inference router), so a GitHub role, which
+lives in the GitHub stack's account (prod's), cannot describe or invoke the endpoints of another account itself.
+Instead each environment deploy.yml deploys and then checks (dev, then prod: CHECKED_ENVIRONMENTS) gets, from its
+Serving stack where `context.github` is set, a role of its own account, `decision-<env>-deployed-check`
+(`DeployedCheckRole`): trusted by the GitHub stack's account only for that environment's GitHub deploy role
+(`aws:PrincipalArn`), for an hour, allowed to describe and invoke exactly that environment's decision endpoints by
+name and nothing else. The GitHub role may assume exactly that role besides its bootstrap roles
 (`assume_check_role_statement`), and the workflow chains to it (aws-actions/configure-aws-credentials,
 `role-chaining: true`, `role-skip-session-tagging: true`: neither side allows sts:TagSession) with the ARN the
-Serving stack outputs as `DeployedCheckRoleArn`. Nothing here may change an endpoint, read its logs or its data.
+Serving stack outputs as `DeployedCheckRoleArn`. prod's role is in the GitHub stack's own account, and goes through
+the same chain so that its deploy role gains no SageMaker permission. Nothing here may change an endpoint, read its
+logs or its data.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+from decision_spec.github_config import APPROVAL_ENVIRONMENT, BRANCH_ENVIRONMENT
 
 from stacks.invoker_access import sagemaker_arns
 
@@ -27,6 +31,8 @@ CHECK_DEPLOYED_ACTIONS = ("sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoin
 SID = "CheckDeployedEndpoints"
 ASSUME_SID = "AssumeDeployedCheckRole"
 CHECK_ROLE_OUTPUT = "DeployedCheckRoleArn"  # the workflow reads it from cdk deploy's outputs file
+# deploy.yml checks each after its deploy: dev before prod's diff, prod once it serves (its record on AWS's build)
+CHECKED_ENVIRONMENTS = (BRANCH_ENVIRONMENT, APPROVAL_ENVIRONMENT)
 SESSION_HOURS = 1  # the most a chained role session may last; the check takes minutes
 
 

@@ -2,9 +2,9 @@
 
 The workflow holds no AWS keys: GitHub issues each job an OIDC token, STS exchanges it for the short-lived
 credentials of that job's environment's role, and each role can do nothing but assume the CDK bootstrap roles
-(deploy, file publishing, lookup) of its own environment's account and region (dev's: its check role too, below)
-and read that bootstrap's version. What a deployment may change is what the bootstrap's CloudFormation execution
-role allows, as for any `cdk deploy`.
+(deploy, file publishing, lookup) of its own environment's account and region (dev's and prod's: their check roles
+too, below) and read that bootstrap's version. What a deployment may change is what the bootstrap's CloudFormation
+execution role allows, as for any `cdk deploy`.
 
 Which token may take which role (the `sub` claim GitHub puts in a job's token):
 
@@ -33,8 +33,9 @@ Which token may take which role (the `sub` claim GitHub puts in a job's token):
   proceeds with the diff role's own credentials, which are in the stacks' account (this stack lives there). An
   approval-gated environment in another account than this stack's still diffs through its lookup role.
 
-The dev role may also assume `decision-dev-deployed-check` of dev's account (dev's Serving stack makes it) for
-`decisionctl check-deployed`: SageMaker invokes only the caller's account's endpoints (stacks/deployed_check_access.py).
+The dev and prod deploy roles may also assume `decision-<env>-deployed-check` of their environment's account (its
+Serving stack makes it) for `decisionctl check-deployed` after the deploy: SageMaker invokes only the caller's account's
+endpoints (stacks/deployed_check_access.py).
 
 Each role assumes only its environment's bootstrap roles, `cdk-<qualifier>-*` of its own qualifier;
 stacks/isolation.py refuses environments that would share them, and, once this stack is configured, any
@@ -65,7 +66,7 @@ from decision_spec.github_config import (
 )
 from decision_spec.names import stack_name
 
-from stacks.deployed_check_access import assume_check_role_statement
+from stacks.deployed_check_access import CHECKED_ENVIRONMENTS, assume_check_role_statement
 from stacks.isolation import qualifier_of
 from stacks.nag import acknowledge
 
@@ -184,7 +185,7 @@ class GitHubDeployStack(cdk.Stack):
             ),
         )
         self._grant_bootstrap(role, target, BOOTSTRAP_ROLES)
-        if environment == BRANCH_ENVIRONMENT:  # decisionctl check-deployed chains to a role of dev's own account
+        if environment in CHECKED_ENVIRONMENTS:  # decisionctl check-deployed chains to a role of its own account
             role.add_to_policy(assume_check_role_statement(self.partition, target.account or self.account, environment))
         # dev's job references no GitHub environment (its trust above), so only a repository variable reaches it.
         where = (

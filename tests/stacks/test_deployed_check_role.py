@@ -1,9 +1,11 @@
-"""decision-dev-deployed-check: the role of dev's own account that `decisionctl check-deployed` runs with (issue 31).
+"""decision-<env>-deployed-check: the role of dev's (and prod's) own account that `decisionctl check-deployed` runs
+with after the environment's deploy (issues 31 and 46).
 
 The dev GitHub role lives in the GitHub stack's account (prod's); SageMaker invokes only the caller's account's
 endpoints, so the workflow chains from it to this role, which dev's Serving stack makes where `context.github` is
-set. Synthesized by the real app with the GitHub context of test_github_deploy_stack.py (dev and prod pinned to
-accounts of their own); cdk-nag runs at that synth.
+set; prod's deploy role chains to prod's the same way (test_github_deploy_stack.py checks prod's). Synthesized by
+the real app with the GitHub context of test_github_deploy_stack.py (dev and prod pinned to accounts of their own);
+cdk-nag runs at that synth.
 """
 
 from __future__ import annotations
@@ -116,13 +118,16 @@ def test_without_the_pipeline_no_serving_stack_has_a_check_role(variant: str) ->
     assert "DeployedCheckRoleArn" not in serving["Outputs"]
 
 
-def test_only_the_branch_environment_with_the_pipeline_gets_a_trust() -> None:
+def test_the_environments_deploy_yml_checks_get_a_trust_and_no_other() -> None:
     context = github_context()
     github = load_github(context["github"], context["environments"])
     assert _deployed_check(github, "dev") == CheckRoleTrust(
         account=PROD_ACCOUNT, github_role="decision-endpoints-github-deploy-dev"
     )
-    assert _deployed_check(github, "prod") is None
+    assert _deployed_check(github, "prod") == CheckRoleTrust(
+        account=PROD_ACCOUNT, github_role="decision-endpoints-github-deploy-prod"
+    )
+    assert _deployed_check(github, "staging") is None  # deploy.yml deploys no such environment
     assert _deployed_check(None, "dev") is None
 
 

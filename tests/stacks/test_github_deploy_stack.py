@@ -119,7 +119,11 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
             # check-deployed after dev's deployment: the role of dev's account that may call dev's endpoints
             "AssumeDeployedCheckRole": [CHECK_ROLE_ARN],
         },
-        "decision-endpoints-github-deploy-prod": _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod"),
+        "decision-endpoints-github-deploy-prod": {
+            **_bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod"),
+            # check-deployed after prod's deployment, through prod's own check role
+            "AssumeDeployedCheckRole": [f"arn:aws:iam::{PROD_ACCOUNT}:role/decision-prod-deployed-check"],
+        },
         "decision-endpoints-github-diff-prod": {
             "ReadEnvironmentStacks": [
                 f"arn:aws:cloudformation:{PROD_REGION}:{PROD_ACCOUNT}:stack/DecisionEndpoints-prod-*/*"
@@ -139,7 +143,7 @@ def test_each_role_may_only_assume_its_own_environments_bootstrap_roles(synthesi
             assert actions == {
                 "AssumeCdkBootstrapRoles": {"sts:AssumeRole"},
                 "ReadCdkBootstrapVersion": {"ssm:GetParameter"},
-                **(checks if name.endswith("-dev") else {}),  # prod's deploy role checks nothing
+                **checks,  # each deploy role checks its environment's endpoints after the deploy
             }
         assert all(s["Effect"] == "Allow" for s in statements)
         resources = {s["Sid"]: sorted(arn_text(r) for r in as_list(s["Resource"])) for s in statements}
@@ -156,9 +160,10 @@ def test_the_diff_roles_stacks_are_prods_and_only_prods() -> None:
         assert not fnmatchcase(stack.format(other), pattern), other
 
 
-def test_only_the_dev_role_may_assume_a_role_besides_its_bootstrap_and_only_devs_check_role(synthesized) -> None:
-    """check-deployed runs with decision-dev-deployed-check of dev's account (SageMaker invokes only the caller's
-    account's endpoints): the dev role may assume exactly it besides its bootstrap roles, no prod role any."""
+def test_each_deploy_role_may_assume_besides_its_bootstrap_roles_only_its_environments_check_role(synthesized) -> None:
+    """check-deployed runs with decision-<env>-deployed-check of the environment's account (SageMaker invokes only
+    the caller's account's endpoints): each deploy role may assume exactly its own besides its bootstrap roles, the
+    diff role none."""
     _, template, _ = synthesized
     assumable = {
         name: {
@@ -179,7 +184,9 @@ def test_only_the_dev_role_may_assume_a_role_besides_its_bootstrap_and_only_devs
     assert assumable["decision-endpoints-github-deploy-dev"] - bootstrap["decision-endpoints-github-deploy-dev"] == {
         CHECK_ROLE_ARN
     }
-    assert assumable["decision-endpoints-github-deploy-prod"] == bootstrap["decision-endpoints-github-deploy-prod"]
+    assert assumable["decision-endpoints-github-deploy-prod"] - bootstrap["decision-endpoints-github-deploy-prod"] == {
+        f"arn:aws:iam::{PROD_ACCOUNT}:role/decision-prod-deployed-check"
+    }
     assert assumable["decision-endpoints-github-diff-prod"] == set()
     # No role calls an endpoint itself: from this account it could not reach dev's.
     assert not any(
@@ -189,12 +196,31 @@ def test_only_the_dev_role_may_assume_a_role_besides_its_bootstrap_and_only_devs
     )
 
 
-def test_prods_serving_stack_has_no_check_role(synthesized) -> None:
-    """Only the branch-deployed environment is checked by the pipeline's unapproved job; prod has no such role."""
-    app, _, _ = synthesized
+def test_prods_check_role_is_trusted_by_the_prod_github_role_and_invokes_prods_endpoints_only(synthesized) -> None:
+    """After prod's deploy, deploy.yml checks prod's variants (where prod's model first meets AWS's build) through
+    prod's own check role, reached from prod's deploy role, which gains no SageMaker permission itself."""
+    app, github, _ = synthesized
     serving = json.loads((Path(app.outdir) / "DecisionEndpoints-prod-Serving.template.json").read_text())
-    assert "deployed-check" not in json.dumps(serving)
-    assert "DeployedCheckRoleArn" not in serving.get("Outputs", {})
+    roles = (item for item in serving["Resources"].items() if item[1]["Type"] == "AWS::IAM::Role")
+    ((role_id, role),) = [(k, r) for k, r in roles if "deployed-check" in r["Properties"].get("RoleName", "")]
+    assert role["Properties"]["RoleName"] == "decision-prod-deployed-check"
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"AWS": f"arn:aws:iam::{PROD_ACCOUNT}:root"}
+    assert trust["Condition"] == {
+        "ArnEquals": {"aws:PrincipalArn": f"arn:aws:iam::{PROD_ACCOUNT}:role/decision-endpoints-github-deploy-prod"}
+    }
+    (statement,) = attached_statements(serving, role_id)
+    assert set(as_list(statement["Action"])) == {"sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"}
+    assert sorted(arn_text(r) for r in as_list(statement["Resource"])) == [
+        f"arn:aws:sagemaker:{PROD_REGION}:{PROD_ACCOUNT}:endpoint/decision-prod-cpu",
+        f"arn:aws:sagemaker:{PROD_REGION}:{PROD_ACCOUNT}:endpoint/decision-prod-gpu",
+    ]
+    assert serving["Outputs"]["DeployedCheckRoleArn"]["Value"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    prod_id, _ = deploy_roles(github)["decision-endpoints-github-deploy-prod"]
+    prod_statements = attached_statements(github, prod_id)
+    (assume,) = [s for s in prod_statements if s["Sid"] == "AssumeDeployedCheckRole"]
+    assert as_list(assume["Resource"]) == [f"arn:aws:iam::{PROD_ACCOUNT}:role/decision-prod-deployed-check"]
+    assert not [a for s in prod_statements for a in as_list(s["Action"]) if a.startswith("sagemaker:")]
 
 
 def test_an_approval_gated_environment_in_another_account_diffs_through_its_lookup_role() -> None:
@@ -531,7 +557,10 @@ def test_with_demo_beside_prod_each_role_trusts_and_assumes_as_before(with_demo)
         }
         for name, (role_id, _) in roles.items()
     }
-    assert resources["decision-endpoints-github-deploy-prod"] == _bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod")
+    assert resources["decision-endpoints-github-deploy-prod"] == {
+        **_bootstrap(PROD_ACCOUNT, PROD_REGION, "decprod"),
+        "AssumeDeployedCheckRole": [f"arn:aws:iam::{PROD_ACCOUNT}:role/decision-prod-deployed-check"],
+    }
     assert resources["decision-endpoints-github-diff-prod"] == {
         "ReadEnvironmentStacks": [
             f"arn:aws:cloudformation:{PROD_REGION}:{PROD_ACCOUNT}:stack/DecisionEndpoints-prod-*/*"
@@ -540,6 +569,7 @@ def test_with_demo_beside_prod_each_role_trusts_and_assumes_as_before(with_demo)
             f"arn:aws:ssm:{PROD_REGION}:{PROD_ACCOUNT}:parameter/cdk-bootstrap/decprod/version"
         ],
     }
+    # deploy.yml deploys and checks dev and prod only: demo's deploy role gets no check role
     assert resources["decision-endpoints-github-deploy-demo"] == _bootstrap(DEMO_ACCOUNT, PROD_REGION, "decdemo")
     assert resources["decision-endpoints-github-diff-demo"] == _bootstrap(
         DEMO_ACCOUNT, PROD_REGION, "decdemo", ("lookup-role",)

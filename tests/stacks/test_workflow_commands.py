@@ -40,6 +40,9 @@ SHIFTED = "noul-spam-01"  # the case test (c) edits in the record to test the to
 LOOSE = {"max_accuracy_drop_points": None, "max_flips": None, "max_ece_rise": None, "band_bound": False}
 ENDPOINT, VARIANT = "decision-dev-cpu", "AllTraffic"  # stacks/endpoint.py VARIANT_NAME
 CHECK_ROLE = "arn:aws:iam::444455556666:role/decision-dev-deployed-check"  # stacks/deployed_check_access.py
+CHECK_ROLE_STEP = (
+    "The deployed-variant check's role (the Serving stack's DeployedCheckRoleArn, in the environment's account)"
+)
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
     "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
@@ -364,7 +367,7 @@ def dev_check(tmp: Path, records: Records, record: bytes) -> tuple[subprocess.Co
     env = job_env(tmp, AWS_ENDPOINT_URL_SAGEMAKER=control.url, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME=runtime.url)
     run = Runner(repo, env, {"steps.synth.outputs.region": records.region}, workflow("deploy.yml"), "dev")
     try:
-        role = run.run("The deployed-variant check's role (the Serving stack's DeployedCheckRoleArn, in dev's account)")
+        role = run.run(CHECK_ROLE_STEP)
         assert role.returncode == 0, role.stderr
         assert run.values["steps.check-role.outputs.arn"] == CHECK_ROLE  # what the chained credentials step assumes
         result = run.run("Check each deployed variant against the evaluation")
@@ -382,7 +385,7 @@ def test_dev_check_role_step_stops_without_the_output(tmp_path: Path) -> None:
     repo = new_repo(tmp_path / "checkout")
     (repo / "cdk-outputs.json").write_text(json.dumps({serving("dev"): {"CpuEndpointName": ENDPOINT}}))
     run = Runner(repo, job_env(tmp_path), {}, workflow("deploy.yml"), "dev")
-    result = run.run("The deployed-variant check's role (the Serving stack's DeployedCheckRoleArn, in dev's account)")
+    result = run.run(CHECK_ROLE_STEP)
     assert result.returncode == 1 and "no DeployedCheckRoleArn output" in result.stdout
 
 
@@ -392,6 +395,7 @@ def test_dev_check_passes_a_variant_that_reproduces_the_record(tmp_path: Path, r
     assert ENDPOINT in run.summary and VARIANT in run.summary
     report = json.loads((run.repo / "check-deployed.json").read_text())
     assert report["passed"] is True
+    assert "decisionctl rollback" not in run.summary
 
 
 def test_dev_check_fails_a_variant_outside_the_tolerance(tmp_path: Path, records: Records) -> None:
@@ -407,3 +411,4 @@ def test_dev_check_fails_a_variant_outside_the_tolerance(tmp_path: Path, records
     assert result.returncode == 1, result.stdout + result.stderr
     assert SHIFTED in result.stderr and SHIFTED in run.summary
     assert json.loads((run.repo / "check-deployed.json").read_text())["passed"] is False
+    assert "To serve its previous model again: `decisionctl rollback --env dev --write`" in run.summary

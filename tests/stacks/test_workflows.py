@@ -68,7 +68,7 @@ def test_dev_deploys_on_main_and_prod_after_approval(deploy: dict[Any, Any]) -> 
 JOBS = {
     "dev": ("dev", role_variable("dev"), ["synth", "credentials", "diff", "deploy", "chained"]),
     "prod-diff": ("prod", diff_role_variable("prod"), ["synth", "credentials", "diff", "artifact"]),
-    "prod": ("prod", role_variable("prod"), ["synth", "credentials", "deploy"]),
+    "prod": ("prod", role_variable("prod"), ["synth", "credentials", "deploy", "chained"]),
 }
 
 
@@ -82,7 +82,7 @@ def test_each_job_preflights_then_assumes_its_role(deploy: dict[Any, Any], job_n
     for step in job["steps"]:
         uses, run = step.get("uses", ""), step.get("run", "")
         if uses.startswith("aws-actions/configure-aws-credentials@") and step["with"].get("role-chaining"):
-            # the deployed-variant check's role in dev's account, chained from the deploy role's session
+            # the deployed-variant check's role in the environment's account, chained from the deploy role's session
             kinds.append("chained")
             assert step["with"]["role-to-assume"] == "${{ steps.check-role.outputs.arn }}"
             assert step["with"]["role-skip-session-tagging"] is True  # its trust grants no sts:TagSession
@@ -178,6 +178,16 @@ def test_prod_waits_for_the_deployed_check_and_the_decision_diff(deploy: dict[An
     assert '--outputs cdk-outputs.json --region "$REGION"' in step["run"] and '--env "$DEPLOY_ENV"' in step["run"]
     assert "|| status=$?" in step["run"] and 'exit "$status"' in step["run"]
     assert step["run"].index('>> "$GITHUB_STEP_SUMMARY"') < step["run"].index('exit "$status"')
+
+
+def test_prod_runs_devs_check_once_it_serves(deploy: dict[Any, Any]) -> None:
+    """prod's model meets AWS's build only in prod (dev serves another model): after its Deploy, prod runs the check
+    steps dev runs, the same text, as the last steps of its job."""
+    dev, prod = deploy["jobs"]["dev"]["steps"], deploy["jobs"]["prod"]["steps"]
+    role, check = _index(prod, "DeployedCheckRoleArn"), _index(prod, ".venv/bin/decisionctl check-deployed")
+    assert _index(prod, "bin/cdk deploy") < role < check == len(prod) - 1
+    assert prod[role:] == dev[_index(dev, "DeployedCheckRoleArn") :]
+    assert "decisionctl rollback --env" in prod[check]["run"]
 
 
 def test_prod_diff_diffs_the_served_record_before_the_approval(deploy: dict[Any, Any]) -> None:
