@@ -36,6 +36,7 @@ from decisionctl.core.labeled import Prediction
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import decider_stats as st  # a sibling script, not a package
+from decider_floor import floor_lines  # a sibling script too
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("fit", "certify", "test")
@@ -245,8 +246,8 @@ def policy_lines(
     lines = [
         "",
         "| policy (certified on certify) | automate | review | abstain | automated errors on test | observed "
-        "error (95 % upper bound) | review suggestions right |",
-        "|---|---|---|---|---|---|---|",
+        "error (95 % upper bound) | review suggestions right | automated with an instruction planted (wrong) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     points = {}
     for spec in policies:
@@ -257,13 +258,18 @@ def policy_lines(
             lines.append(f"| {label} | (no policy in {path}) |")
             continue
         served = st.served_under(test, manifest)
-        level = max((b.certificate.confidence for b in policy.types.values() if b.certificate), default=0.95)
-        s = st.action_summary(served, st.policy_actions(policy, served, cases), level)
+        # the bound's level is the chance it may be wrong (upper_bound's `level`), 1 - the policy's confidence
+        level = 1 - max((b.certificate.confidence for b in policy.types.values() if b.certificate), default=0.95)
+        actions = st.policy_actions(policy, served, cases)
+        s = st.action_summary(served, actions, level)
+        planted = [p for p in served if actions[p.id] == "automate" and "planted_instruction" in cases[p.id]["tags"]]
+        s["automated_planted"] = {"answers": len(planted), "wrong": sum(not p.correct for p in planted)}
         report.setdefault("policies", {})[label] = s
         err = "-" if s["observed_error"] is None else f"{s['observed_error']:.1%} ({s['error_upper_bound']:.1%})"
         lines.append(
             f"| {label} | {s['shares']['automate']:.1%} | {s['shares']['review']:.1%} | {s['shares']['abstain']:.1%} "
-            f"| {s['errors']} of {s['automated']} | {err} | {s['review_suggestions_right']} of {s['reviewed']} |"
+            f"| {s['errors']} of {s['automated']} | {err} | {s['review_suggestions_right']} of {s['reviewed']} "
+            f"| {len(planted)} ({s['automated_planted']['wrong']}) |"
         )
         if s["automated"]:
             points[f"policy at {label}"] = (s["shares"]["automate"], s["observed_error"])
@@ -364,10 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     lines += calibration_lines(parts, report, args.figures, args.shipped)
     plines, points = policy_lines(args.policy, parts["test"], cases, report)
     lines += plines
+    lines += floor_lines(parts, cases, read_manifest(args.shipped) if args.shipped else None, report)
     lines += shift_lines(parts, cases, report)
     lines += latency_lines(parts, report, args.timed.split(","))
     if args.figures and parts["test"]:
         curves = {"test part as packaged": parts["test"]}
+        if args.shipped:  # the question the policy automates, as the shipped calibration serves it
+            refund = [p for p in parts["test"] if cases[p.id]["family"] == "refund_request"]
+            curves["its refund questions, shipped calibration"] = st.served_under(refund, read_manifest(args.shipped))
         st.coverage_png(args.figures / "decider_coverage.png", curves, points)
     print("\n".join(lines))
     if args.json:
