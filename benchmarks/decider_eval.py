@@ -3,8 +3,8 @@
 endpoint, so it needs no lock:
 
     .venv/bin/python benchmarks/decider_eval.py --runs .cache/decider-runs --timed fit,certify \
-        --policy '10 %=.cache/decider-runs/policy-10/manifest.json' \
-        --policy '5 %=.cache/models/qwen2.5-coder-1.5b/manifest.json' \
+        --policy '10 %=.cache/models/qwen2.5-coder-1.5b/manifest.json' \
+        --policy '5 %=.cache/decider-runs/policy-5.json' \
         --shipped .cache/models/qwen2.5-coder-1.5b/manifest.json \
         --json benchmarks/decider_results.json --figures docs
 
@@ -15,8 +15,9 @@ family, per difficulty and per tag, on every scored case as packaged (nothing is
 these); ECE as packaged and after a temperature per type fitted on the fit part, on the test part; the yes/no lean
 as packaged, with an intercept fitted on the fit part and under the shipped calibration, on the test part; the
 score questions' lean to levels; each policy's automate / review / abstain shares and the error observed among its
-automated answers on the test part (never certified on), under the policy manifest's calibration; latency per
-decision. Figures: decider_reliability.png (test part, before and after) and decider_coverage.png.
+automated answers on the test part (never certified on), under the policy manifest's calibration; the floor under
+any policy (decider_floor.py); latency per decision. Figures: decider_reliability.png (test part, before and after)
+and decider_coverage.png (with the refund question's curve under the shipped calibration).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from decision_spec.manifest import read_manifest
+from decision_spec.manifest import Manifest, read_manifest
 from decisionctl.core import metrics, temperatures
 from decisionctl.core.labeled import Prediction
 
@@ -107,7 +108,7 @@ def accuracy_tables(preds: list[Prediction], cases: dict[str, dict[str, Any]], r
 
 
 def calibration_lines(
-    parts: dict[str, list[Prediction]], report: dict[str, Any], figures: Path | None, shipped: Path | None = None
+    parts: dict[str, list[Prediction]], report: dict[str, Any], figures: Path | None, shipped: Manifest | None = None
 ) -> list[str]:
     fit, test = parts["fit"], parts["test"]
     if not fit or not test:
@@ -119,13 +120,11 @@ def calibration_lines(
     noul_test = [p for p in test if p.type == "noul"]
     shifted = [st.shifted(p, b) for p in noul_test]
     groups = [("as packaged", noul_test), ("intercept fitted on fit", shifted)]
-    if shipped is not None:
-        manifest = read_manifest(shipped)
-        calibration = manifest.calibration
-        if calibration is not None:
-            t, b_shipped = calibration.for_type("noul"), calibration.intercept_for("noul")
-            name = f"shipped calibration (T {t:.3g}, b {b_shipped:+.3g})"
-            groups.append((name, st.served_under(noul_test, manifest)))
+    calibration = shipped.calibration if shipped is not None else None
+    if shipped is not None and calibration is not None:
+        t, b_shipped = calibration.for_type("noul"), calibration.intercept_for("noul")
+        name = f"shipped calibration (T {t:.3g}, b {b_shipped:+.3g})"
+        groups.append((name, st.served_under(noul_test, shipped)))
     lean = {
         name: {
             "said_yes": sum(p.predicted_index == 0 for p in g) / len(g),
@@ -367,17 +366,18 @@ def main(argv: list[str] | None = None) -> int:
     every = [p for g in parts.values() for p in g]
     lines = [f"scored: {report['scored']}"]
     lines += accuracy_tables(every, cases, report)
-    lines += calibration_lines(parts, report, args.figures, args.shipped)
+    shipped = read_manifest(args.shipped) if args.shipped else None
+    lines += calibration_lines(parts, report, args.figures, shipped)
     plines, points = policy_lines(args.policy, parts["test"], cases, report)
     lines += plines
-    lines += floor_lines(parts, cases, read_manifest(args.shipped) if args.shipped else None, report)
+    lines += floor_lines(parts, cases, shipped, report)
     lines += shift_lines(parts, cases, report)
     lines += latency_lines(parts, report, args.timed.split(","))
     if args.figures and parts["test"]:
         curves = {"test part as packaged": parts["test"]}
-        if args.shipped:  # the question the policy automates, as the shipped calibration serves it
+        if shipped is not None:  # the question the policy automates, as the shipped calibration serves it
             refund = [p for p in parts["test"] if cases[p.id]["family"] == "refund_request"]
-            curves["its refund questions, shipped calibration"] = st.served_under(refund, read_manifest(args.shipped))
+            curves["its refund questions, shipped calibration"] = st.served_under(refund, shipped)
         st.coverage_png(args.figures / "decider_coverage.png", curves, points)
     print("\n".join(lines))
     if args.json:

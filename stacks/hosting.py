@@ -1,4 +1,4 @@
-"""What synth derives from a decision endpoint's hosting mode: its inference component's name and the memory it sizes.
+"""What synth derives from a decision endpoint's hosting mode: the memory a component copy or a serverless variant gets.
 
 The `hosting` block itself, its modes and what each refuses, is decision_spec.hosting_config's (the cdk.json schema).
 """
@@ -12,11 +12,6 @@ from decision_spec.hosting_config import (
     serverless_memory_of,
 )
 from decision_spec.memory import ModelFootprint, memory_needed_mb
-
-# decision_spec.hosting_config's names, for the callers that still import them from here
-__all__ = [
-    "hosted_memory_mb",
-]
 
 
 def hosted_memory_mb(

@@ -32,6 +32,14 @@ def deploy_roles(template: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, 
     return {r["Properties"]["RoleName"]: (k, r) for k, r in resources_of(template, "AWS::IAM::Role").items()}
 
 
+def check_roles(template: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Role name -> (logical id, role), of a Serving stack's deployed-check roles (its other roles have no name)."""
+    roles = resources_of(template, "AWS::IAM::Role").items()
+    return {
+        r["Properties"]["RoleName"]: (k, r) for k, r in roles if "deployed-check" in r["Properties"].get("RoleName", "")
+    }
+
+
 def attached_statements(template: Mapping[str, Any], role_id: str) -> list[dict[str, Any]]:
     """Every statement of the inline policies attached to the role `role_id`."""
     return [

@@ -33,6 +33,7 @@ from tests.github_stack_support import (
     PROD_ACCOUNT,
     arn_text,
     attached_statements,
+    check_roles,
     deploy_roles,
     github_context,
 )
@@ -58,19 +59,11 @@ def dev() -> tuple[Path, dict[str, Any], dict[str, Any]]:
     return path, json.loads(path.read_text(encoding="utf-8")), github
 
 
-def _check_roles(template: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Role name -> (logical id, role), of the roles with a fixed name (the Serving stack's others have none)."""
-    roles = (item for item in template["Resources"].items() if item[1]["Type"] == "AWS::IAM::Role")
-    return {
-        r["Properties"]["RoleName"]: (k, r) for k, r in roles if "deployed-check" in r["Properties"].get("RoleName", "")
-    }
-
-
 def test_devs_check_role_is_trusted_by_the_dev_github_role_only(dev) -> None:
     """The GitHub stack's account as principal, narrowed to dev's GitHub role by aws:PrincipalArn (an ARN principal
     would make IAM refuse the trust policy while that role does not exist yet); a chained session's hour at most."""
     _, serving, _ = dev
-    ((_, role),) = _check_roles(serving).values()
+    ((_, role),) = check_roles(serving).values()
     assert role["Properties"]["RoleName"] == CHECK_ROLE
     (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust == {
@@ -85,7 +78,7 @@ def test_devs_check_role_is_trusted_by_the_dev_github_role_only(dev) -> None:
 
 def test_devs_check_role_may_only_describe_and_invoke_devs_decision_endpoints(dev) -> None:
     _, serving, _ = dev
-    ((role_id, _),) = _check_roles(serving).values()
+    ((role_id, _),) = check_roles(serving).values()
     (statement,) = attached_statements(serving, role_id)
     assert statement["Effect"] == "Allow" and "Condition" not in statement
     assert set(as_list(statement["Action"])) == {"sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"}
@@ -94,7 +87,7 @@ def test_devs_check_role_may_only_describe_and_invoke_devs_decision_endpoints(de
 
 def test_the_role_arn_is_an_output_and_the_one_the_dev_github_role_may_assume(dev) -> None:
     _, serving, github = dev
-    ((role_id, role),) = _check_roles(serving).values()
+    ((role_id, role),) = check_roles(serving).values()
     assert serving["Outputs"]["DeployedCheckRoleArn"]["Value"] == {"Fn::GetAtt": [role_id, "Arn"]}
     # Both sides name one role: the ARN the GitHub role may assume, and the trusted name the GitHub stack gives.
     assert f"arn:aws:iam::{DEV_ACCOUNT}:role/{role['Properties']['RoleName']}" == CHECK_ROLE_ARN

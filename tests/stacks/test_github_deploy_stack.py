@@ -41,6 +41,7 @@ from tests.github_stack_support import (
     REPO,
     arn_text,
     attached_statements,
+    check_roles,
     deploy_roles,
     github_context,
     resources_of,
@@ -201,8 +202,7 @@ def test_prods_check_role_is_trusted_by_the_prod_github_role_and_invokes_prods_e
     prod's own check role, reached from prod's deploy role, which gains no SageMaker permission itself."""
     app, github, _ = synthesized
     serving = json.loads((Path(app.outdir) / "DecisionEndpoints-prod-Serving.template.json").read_text())
-    roles = (item for item in serving["Resources"].items() if item[1]["Type"] == "AWS::IAM::Role")
-    ((role_id, role),) = [(k, r) for k, r in roles if "deployed-check" in r["Properties"].get("RoleName", "")]
+    ((role_id, role),) = check_roles(serving).values()
     assert role["Properties"]["RoleName"] == "decision-prod-deployed-check"
     (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"AWS": f"arn:aws:iam::{PROD_ACCOUNT}:root"}
